@@ -1,0 +1,46 @@
+"""Typed errors: every failure names where it happened, so the CLI can print one line."""
+
+from __future__ import annotations
+
+
+class IpuplanError(Exception):
+    """Base of every error ipuplan raises on purpose."""
+
+    exit_code = 2
+
+
+class PlanError(IpuplanError):
+    """Bad input: a plan (or a string inside it) that cannot be read.
+
+    `source` is the file (or "<plan>" for in-memory plans), `location` a path
+    such as ``timeline.values[12].layout``.
+    """
+
+    def __init__(self, message: str, *, location: str = "", source: str = "<plan>") -> None:
+        self.message = message
+        self.location = location
+        self.source = source
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = f"{self.source}: {self.location}" if self.location else self.source
+        return f"{where}: {self.message}"
+
+    def at(self, *, source: str | None = None, prefix: str = "") -> PlanError:
+        """The same error, placed in a file and/or under an outer location."""
+        location = f"{prefix}{self.location}" if prefix else self.location
+        return PlanError(self.message, location=location, source=source or self.source)
+
+
+class SyntaxProblem(ValueError):
+    """A Rust-Debug string that does not parse; `offset` is the character index."""
+
+    def __init__(self, message: str, offset: int) -> None:
+        self.offset = offset
+        super().__init__(f"{message} at character {offset}")
+
+
+class InfeasibleBudget(IpuplanError):
+    """No layout choice meets the budgets; the message names the budget and step."""
+
+    exit_code = 3

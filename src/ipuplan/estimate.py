@@ -1,0 +1,161 @@
+"""The memory estimate (PLAN_FORMAT.md, "The estimate"), as one pure function of a plan.
+
+The checker compares a plan's stored numbers with `estimate(plan)`; the optimiser's
+rewrite writes `estimate(plan)` into every derived field. Neither trusts the other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+import numpy as np
+
+from ipuplan.format import Peak, Plan, Value
+from ipuplan.layout import INTERLEAVED, STANDARD, Layout
+from ipuplan.liveness import Liveness, live_matrix, liveness
+
+GRANULE = {STANDARD: 16 * 1024, INTERLEAVED: 32 * 1024}
+AMP_ALIGNED_ORDERS = frozenset({"Amp(Left)", "Amp(TransposedLeft)"})
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """Per-tile limits. The standard region is what the interleaved region leaves
+    (`standard_limit`): an assumption consistent with the reference plan, kept in one place."""
+
+    budget_bytes: int
+    interleaved_budget_bytes: int
+    support_reserve_bytes: int
+
+    @property
+    def standard_limit(self) -> int:
+        return self.budget_bytes - self.interleaved_budget_bytes
+
+    @property
+    def total_limit(self) -> int:
+        """Bound on `std_s + il_s` (the raw usage), support reserve taken off."""
+        return self.budget_bytes - self.support_reserve_bytes
+
+    @classmethod
+    def of(cls, plan: Plan) -> Budgets:
+        return cls(plan.budget_bytes, plan.interleaved_budget_bytes, plan.support_reserve_bytes)
+
+
+@dataclass(frozen=True)
+class ValueBytes:
+    shard_bytes: int
+    aligned_bytes: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class Estimate:
+    values: tuple[ValueBytes, ...]
+    standard: tuple[int, ...]
+    """`std_s`: live Standard bytes plus standard scratch, per step."""
+    interleaved: tuple[int, ...]
+    peak: Peak
+    total_peak_step: int
+    standard_peak_step: int
+    interleaved_peak_step: int
+    effective_peak_bytes: int
+    standard_contiguous_overflow_bytes: int
+    fits_budget: bool
+
+    @property
+    def raw_peak(self) -> int:
+        """max over steps of std_s + il_s: what the optimiser minimises."""
+        return self.peak.total - self.peak.exchange_rows
+
+
+def shard_bytes(shape: list[int] | tuple[int, ...], element_size: int, layout: Layout) -> int:
+    """Bytes of the largest shard: every tiled axis rounded up to whole blocks per partition."""
+    extents = list(shape)
+    for axis in layout.axes:
+        dimension = axis.axis.dimension(len(shape))
+        if dimension is None:
+            return axis.extent(prod(shape)) * element_size
+        extents[dimension] = axis.extent(shape[dimension])
+    return prod(extents) * element_size
+
+
+def aligned_bytes(shard: int, memory_class: str, amp_aligned: bool) -> int:
+    if not amp_aligned:
+        return shard
+    granule = GRANULE[memory_class]
+    return -(-shard // granule) * granule
+
+
+def amp_aligned_values(plan: Plan, live: Liveness) -> frozenset[int]:
+    """Results of Gemm steps, and Gemm operands whose order is Amp(Left|TransposedLeft)."""
+    aligned: set[int] = set()
+    for step in plan.steps:
+        if step.parsed_operation.kind != "Gemm":
+            continue
+        aligned.update(live.born_at[step.index])
+        aligned.update(
+            v for v in live.dies_at[step.index] if plan.values[v].parsed_layout.order_kind in AMP_ALIGNED_ORDERS
+        )
+    return frozenset(aligned)
+
+
+def value_bytes(value: Value, amp_aligned: bool, layout: Layout | None = None) -> ValueBytes:
+    """A value's bytes under its own layout, or under `layout` when given (a candidate)."""
+    layout = layout or value.parsed_layout
+    shard = shard_bytes(value.shape, value.element_size, layout)
+    aligned = aligned_bytes(shard, layout.memory_class, amp_aligned)
+    return ValueBytes(shard, aligned, aligned * value.copies)
+
+
+def _per_step_sums(plan: Plan, weights: np.ndarray) -> np.ndarray:
+    step_of, value_of = live_matrix(plan)
+    sums = np.zeros(len(plan.steps), dtype=np.int64)
+    np.add.at(sums, step_of, weights[value_of])
+    return sums
+
+
+def _first_max(series: np.ndarray) -> tuple[int, int]:
+    if series.size == 0:
+        return 0, 0
+    step = int(np.argmax(series))
+    return int(series[step]), step
+
+
+def estimate(plan: Plan, budgets: Budgets | None = None) -> Estimate:
+    """Every derived number of a plan, from its layouts, live sets and scratch."""
+    budgets = budgets or Budgets.of(plan)
+    aligned = amp_aligned_values(plan, liveness(plan))
+    values = tuple(value_bytes(value, value.id in aligned) for value in plan.values)
+    sizes = np.array([v.bytes for v in values], dtype=np.int64)
+    is_standard = np.array([v.memory_class == STANDARD for v in plan.values], dtype=bool)
+    scratch = np.array([(s.scratch.standard, s.scratch.interleaved) for s in plan.steps], dtype=np.int64).reshape(-1, 2)
+    standard = _per_step_sums(plan, np.where(is_standard, sizes, 0)) + scratch[:, 0]
+    interleaved = _per_step_sums(plan, np.where(is_standard, 0, sizes)) + scratch[:, 1]
+    max_standard, standard_step = _first_max(standard)
+    max_interleaved, interleaved_step = _first_max(interleaved)
+    max_total, total_step = _first_max(standard + interleaved)
+    exchange = plan.peak.exchange_rows
+    standard_sizes = [v.bytes for v, std in zip(values, is_standard) if std]
+    peak = Peak(
+        standard=max_standard + exchange,
+        interleaved=max_interleaved,
+        total=max_total + exchange,
+        exchange_rows=exchange,
+        maximum_standard_allocation=max(standard_sizes, default=0),
+    )
+    overflow = max(0, max_standard - budgets.standard_limit)
+    effective = max_total + budgets.support_reserve_bytes
+    return Estimate(
+        values=values,
+        standard=tuple(int(x) for x in standard),
+        interleaved=tuple(int(x) for x in interleaved),
+        peak=peak,
+        total_peak_step=total_step,
+        standard_peak_step=standard_step,
+        interleaved_peak_step=interleaved_step,
+        effective_peak_bytes=effective,
+        standard_contiguous_overflow_bytes=overflow,
+        fits_budget=effective <= budgets.budget_bytes and max_interleaved <= budgets.interleaved_budget_bytes
+        and overflow == 0,
+    )

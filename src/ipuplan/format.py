@@ -1,0 +1,221 @@
+"""The plan file: immutable pydantic models, loading with located errors, exact dumping.
+
+Strings (layouts, operations, precisions) are stored verbatim; their typed views come
+from `ipuplan.layout` and `ipuplan.operation`. Unknown keys are kept (``extra="allow"``)
+and written back, so a plan from a newer compiler survives a round trip.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ipuplan.errors import PlanError, SyntaxProblem
+from ipuplan.layout import Layout, element_size, parse_layout
+from ipuplan.operation import Operation, parse_operation
+
+MAX_COUNT = 2**48
+"""Larger numbers than this are not plausible byte counts or ids; they are rejected."""
+
+Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
+Positive = Annotated[int, Field(ge=1, le=MAX_COUNT)]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, strict=True, extra="allow", populate_by_name=True)
+
+
+class ClassBytes(_Frozen):
+    standard: Count
+    interleaved: Count
+
+
+class Peak(_Frozen):
+    standard: Count
+    interleaved: Count
+    total: Count
+    exchange_rows: Count
+    maximum_standard_allocation: Count
+
+
+class Value(_Frozen):
+    id: Count
+    origin: Count
+    root: Count
+    name: str
+    group: str
+    shape: list[Positive]
+    precision: str
+    layout: str
+    layout_error: str | None
+    memory_class: str = Field(alias="class")
+    storage_group: Count
+    shard_bytes: Count
+    aligned_bytes: Count
+    copies: Positive
+    bytes: Count
+
+    @property
+    def parsed_layout(self) -> Layout:
+        return parse_layout(self.layout)
+
+    @property
+    def element_size(self) -> int:
+        return element_size(self.precision)
+
+    @property
+    def is_alias(self) -> bool:
+        return self.root != self.id
+
+
+class Step(_Frozen):
+    index: Count
+    source: Count
+    operation: str
+    execution_count: Positive
+    live: list[Count]
+    scratch: ClassBytes
+    usage: ClassBytes
+
+    @property
+    def parsed_operation(self) -> Operation:
+        return parse_operation(self.operation)
+
+
+class Timeline(_Frozen):
+    values: list[Value]
+    steps: list[Step]
+
+
+class Plan(_Frozen):
+    version: Count
+    scope: str
+    model: str
+    tile_count: Positive
+    budget_bytes: Count
+    interleaved_budget_bytes: Count
+    standard_contiguous_overflow_bytes: Count
+    fits_budget: bool
+    support_reserve_bytes: Count
+    effective_peak_bytes: Count
+    peak: Peak
+    total_peak_step: Count
+    standard_peak_step: Count
+    interleaved_peak_step: Count
+    gemm_output_packing: str
+    attention_products: str
+    timeline: Timeline
+
+    @property
+    def values(self) -> list[Value]:
+        return self.timeline.values
+
+    @property
+    def steps(self) -> list[Step]:
+        return self.timeline.steps
+
+
+def _location(loc: tuple[Any, ...]) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _first_validation_problem(error: ValidationError) -> PlanError:
+    problem = error.errors()[0]
+    message = problem["msg"]
+    if problem["type"] == "missing":
+        message = "missing field"
+    elif "input" in problem and not isinstance(problem["input"], (dict, list)):
+        message = f"{message} (found {problem['input']!r})"
+    return PlanError(message, location=_location(problem["loc"]))
+
+
+def _check_value_strings(value: Value, where: str) -> None:
+    for field, parse in (("precision", element_size), ("layout", parse_layout)):
+        try:
+            parse(getattr(value, field))
+        except SyntaxProblem as problem:
+            raise PlanError(f"malformed {field}: {problem}", location=f"{where}.{field}") from None
+    if value.memory_class != value.parsed_layout.memory_class:
+        raise PlanError(
+            f"class {value.memory_class!r} differs from the layout's memory_class "
+            f"{value.parsed_layout.memory_class!r}",
+            location=f"{where}.class",
+        )
+
+
+def _check_references(plan: Plan) -> None:
+    count = len(plan.values)
+    for position, value in enumerate(plan.values):
+        where = f"timeline.values[{position}]"
+        if value.id != position:
+            raise PlanError(f"id {value.id} out of order (expected {position})", location=f"{where}.id")
+        if value.root >= count:
+            raise PlanError(f"root {value.root} does not exist (plan has {count} values)", location=f"{where}.root")
+        _check_value_strings(value, where)
+    for position, step in enumerate(plan.steps):
+        where = f"timeline.steps[{position}]"
+        if step.index != position:
+            raise PlanError(f"index {step.index} out of order (expected {position})", location=f"{where}.index")
+        try:
+            step.parsed_operation
+        except SyntaxProblem as problem:
+            raise PlanError(f"malformed operation: {problem}", location=f"{where}.operation") from None
+        for slot, value_id in enumerate(step.live):
+            if value_id >= count:
+                raise PlanError(
+                    f"value id {value_id} does not exist (plan has {count} values)", location=f"{where}.live[{slot}]"
+                )
+            if plan.values[value_id].is_alias:
+                raise PlanError(
+                    f"value {value_id} is an alias of {plan.values[value_id].root} and cannot be live",
+                    location=f"{where}.live[{slot}]",
+                )
+
+
+def plan_from_json(text: str | bytes, source: str = "<plan>") -> Plan:
+    """Parse and validate plan JSON; every problem is a PlanError naming source and location."""
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise PlanError(f"invalid JSON: {error.msg}", location=f"line {error.lineno} column {error.colno}", source=source) from None
+    except (UnicodeDecodeError, RecursionError) as error:
+        raise PlanError(f"unreadable JSON: {type(error).__name__}", source=source) from None
+    if not isinstance(raw, dict):
+        raise PlanError("a plan must be a JSON object", source=source)
+    try:
+        plan = Plan.model_validate(raw)
+        _check_references(plan)
+    except ValidationError as error:
+        raise _first_validation_problem(error).at(source=source) from None
+    except PlanError as error:
+        raise error.at(source=source) from None
+    return plan
+
+
+def load_plan(path: str | Path) -> Plan:
+    """Read a plan file."""
+    path = Path(path)
+    try:
+        text = path.read_bytes()
+    except OSError as error:
+        raise PlanError(f"cannot read: {error.strerror}", source=str(path)) from None
+    return plan_from_json(text, source=str(path))
+
+
+def dump_plan(plan: Plan) -> str:
+    """The plan as the compiler writes it: compact JSON, same key order, no trailing newline."""
+    return json.dumps(plan.model_dump(mode="json", by_alias=True), separators=(",", ":"), ensure_ascii=False)
+
+
+def write_plan(plan: Plan, path: str | Path) -> None:
+    """Write atomically: a crash never leaves a half-written plan behind."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(dump_plan(plan), encoding="utf-8")
+    temporary.replace(path)

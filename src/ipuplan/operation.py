@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ipuplan.debug_syntax import Atom, Call, Struct, Term, as_int, format_terms, int_atom, parse_terms
+from ipuplan.debug_syntax import Atom, Call, ListTerm, Struct, Term, as_int, format_terms, int_atom, parse_terms
 
 KNOWN_KINDS = frozenset(
     {
@@ -69,6 +69,15 @@ class Operation:
             return None
         mapping = struct.get("mapping")
         return mapping.get("view") if isinstance(mapping, Struct) else None
+
+    @property
+    def copy_offsets(self) -> tuple[int, ...]:
+        struct = self.struct
+        if self.kind != "Copy" or struct is None:
+            return ()
+        mapping = struct.get("mapping")
+        offsets = mapping.get("offsets") if isinstance(mapping, Struct) else None
+        return tuple(as_int(t, "offset") for t in offsets.items) if isinstance(offsets, ListTerm) else ()
 
     @property
     def has_view(self) -> bool:

@@ -1,0 +1,113 @@
+"""Consistency check: a plan's stored numbers against the estimate, plus layout legality."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import product
+from math import prod
+
+from ipuplan.dataflow import dataflow
+from ipuplan.estimate import Estimate, estimate
+from ipuplan.format import Plan, Value
+from ipuplan.layout import Layout
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """One disagreement: `where` is a location such as ``value 12`` or ``step 3``."""
+
+    where: str
+    field: str
+    stored: object
+    expected: object
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.field} is {self.stored!r}, expected {self.expected!r}"
+
+
+def placement_problem(layout: Layout, chip_tiles: int) -> str | None:
+    """Why a layout's tiling is not a valid placement, or None when it is."""
+    if layout.tile_count != layout.replicas * layout.partition_product:
+        return f"tile_count {layout.tile_count} != replicas {layout.replicas} x partitions {layout.partition_product}"
+    if layout.tile_count > chip_tiles:
+        return f"tile_count {layout.tile_count} exceeds the chip's {chip_tiles} tiles"
+    placed = [(axis.partitions, axis.tile_stride) for axis in layout.axes if axis.tile_stride is not None]
+    if not placed:
+        return None
+    if max(sum((p - 1) * s for p, s in placed), 0) >= layout.tile_count:
+        return f"tile strides place a shard beyond tile {layout.tile_count - 1}"
+    counts = [p for p, _ in placed]
+    offsets = {sum(i * s for i, (_, s) in zip(index, placed)) for index in product(*(range(p) for p in counts))}
+    if len(offsets) != prod(counts):
+        return "tile strides put two shards on one tile"
+    return None
+
+
+def _value_mismatches(value: Value, expected, chip_tiles: int) -> list[Mismatch]:
+    where = f"value {value.id} ({value.name})"
+    found = [
+        Mismatch(where, field, getattr(value, field), getattr(expected, field))
+        for field in ("shard_bytes", "aligned_bytes", "bytes")
+        if getattr(value, field) != getattr(expected, field)
+    ]
+    problem = placement_problem(value.parsed_layout, chip_tiles)
+    if problem:
+        found.append(Mismatch(where, "layout", "illegal", problem))
+    return found
+
+
+def _scratch_mismatches(plan: Plan, result: Estimate) -> list[Mismatch]:
+    """Scratch rules of PLAN_FORMAT.md where the step's result is known."""
+    found = []
+    flow = dataflow(plan)
+    for step, step_flow in zip(plan.steps, flow.steps):
+        operation = step.parsed_operation
+        if len(step_flow.writes) != 1:
+            continue
+        result_shard = result.values[step_flow.writes[0]].shard_bytes
+        allowed: tuple[int, ...] | None = None
+        if operation.sum_axis == 0 and len(step_flow.reads) == 1:
+            allowed = ((plan.values[step_flow.reads[0]].shape[0] + 1) * result_shard,)
+        elif operation.conversion == "StageLogicalThenTransform":
+            allowed = (result_shard,)
+        elif operation.has_view:
+            allowed = (result_shard, 0)
+        if allowed is not None and step.scratch.standard not in allowed:
+            expected = allowed[0] if len(allowed) == 1 else f"{' or '.join(map(str, allowed))}"
+            found.append(Mismatch(f"step {step.index}", "scratch.standard", step.scratch.standard, expected))
+    return found
+
+
+def _top_level_mismatches(plan: Plan, result: Estimate) -> list[Mismatch]:
+    found = [
+        Mismatch("plan", f"peak.{field}", getattr(plan.peak, field), getattr(result.peak, field))
+        for field in ("standard", "interleaved", "total", "maximum_standard_allocation")
+        if getattr(plan.peak, field) != getattr(result.peak, field)
+    ]
+    for field in (
+        "total_peak_step",
+        "standard_peak_step",
+        "interleaved_peak_step",
+        "effective_peak_bytes",
+        "standard_contiguous_overflow_bytes",
+        "fits_budget",
+    ):
+        if getattr(plan, field) != getattr(result, field):
+            found.append(Mismatch("plan", field, getattr(plan, field), getattr(result, field)))
+    return found
+
+
+def check(plan: Plan) -> list[Mismatch]:
+    """Every place where the plan disagrees with its own estimate or breaks a layout rule."""
+    result = estimate(plan)
+    found: list[Mismatch] = []
+    for value, expected in zip(plan.values, result.values):
+        found += _value_mismatches(value, expected, plan.tile_count)
+    for step in plan.steps:
+        for cls, computed in (("standard", result.standard), ("interleaved", result.interleaved)):
+            stored = getattr(step.usage, cls)
+            if stored != computed[step.index]:
+                found.append(Mismatch(f"step {step.index}", f"usage.{cls}", stored, computed[step.index]))
+    found += _scratch_mismatches(plan, result)
+    found += _top_level_mismatches(plan, result)
+    return found

@@ -1,0 +1,102 @@
+"""The `ipuplan` command: a thin typer layer over the library.
+
+Exit codes: 0 success, 1 `check` found mismatches, 2 bad input, 3 infeasible budgets,
+70 internal error (set IPUPLAN_DEBUG=1 for the traceback).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from ipuplan.check import check
+from ipuplan.dataflow import dataflow
+from ipuplan.errors import IpuplanError
+from ipuplan.estimate import estimate
+from ipuplan.format import load_plan
+from ipuplan.report import contributors_table, graph_lines, summary_table
+
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    help="Re-plan the tensor layouts of an IPU memory plan with CP-SAT.",
+)
+stdout = Console(highlight=False)
+
+PlanPath = Annotated[Path, typer.Argument(help="Plan JSON file written by the compiler.", show_default=False)]
+
+
+def one_line_errors(command):
+    """Library errors become one line on stderr and their exit code; nothing else leaks a traceback."""
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except IpuplanError as error:
+            typer.echo(f"error: {error}", err=True)
+            raise typer.Exit(error.exit_code) from None
+        except (typer.Exit, typer.Abort, KeyboardInterrupt):
+            raise
+        except Exception as error:  # noqa: BLE001: the promise is no traceback, ever
+            if os.environ.get("IPUPLAN_DEBUG"):
+                raise
+            typer.echo(f"internal error: {type(error).__name__}: {error} (IPUPLAN_DEBUG=1 shows more)", err=True)
+            raise typer.Exit(70) from None
+
+    return wrapper
+
+
+@app.command("check")
+@one_line_errors
+def check_command(plan_path: PlanPath) -> None:
+    """Recompute every derived field and report each mismatch (exit 1 if any)."""
+    started = time.perf_counter()
+    plan = load_plan(plan_path)
+    mismatches = check(plan)
+    for mismatch in mismatches:
+        typer.echo(f"{plan_path}: {mismatch}")
+    elapsed = time.perf_counter() - started
+    if mismatches:
+        typer.echo(f"{plan_path}: {len(mismatches)} mismatches ({elapsed:.2f} s)", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"{plan_path}: consistent: {len(plan.values)} values, {len(plan.steps)} steps checked ({elapsed:.2f} s)")
+
+
+@app.command("show")
+@one_line_errors
+def show_command(
+    plan_path: PlanPath,
+    top: Annotated[int, typer.Option(min=1, help="How many contributors to list.")] = 12,
+) -> None:
+    """Scope, budgets, peaks with their steps, fit, and the top contributors at the peak."""
+    plan = load_plan(plan_path)
+    result = estimate(plan)
+    stdout.print(summary_table(plan, result))
+    if plan.steps:
+        stdout.print(contributors_table(plan, result, result.total_peak_step, top))
+
+
+@app.command("graph")
+@one_line_errors
+def graph_command(plan_path: PlanPath) -> None:
+    """The inferred dataflow: per step, reads -> writes (and what a loop boundary releases)."""
+    plan = load_plan(plan_path)
+    for line in graph_lines(plan, dataflow(plan)):
+        typer.echo(line)
+
+
+def main() -> None:
+    app(prog_name="ipuplan")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

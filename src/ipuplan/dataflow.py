@@ -1,0 +1,267 @@
+"""Dataflow inference: which step reads, writes and releases which value.
+
+Plans store only live sets; the rules of PLAN_FORMAT.md ("Dataflow") recover the rest.
+Where a rule leaves more than one candidate, the step gets an `Ambiguity` instead of a
+guess, and whatever it touches stays frozen in the optimiser.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+from math import prod
+
+from ipuplan.format import Plan, Step, Value
+from ipuplan.liveness import Liveness, liveness
+
+BODY_ARGUMENT = " (body argument)"
+
+
+@dataclass(frozen=True)
+class Ambiguity:
+    step: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"step {self.step}: {self.message}"
+
+
+@dataclass(frozen=True)
+class StepFlow:
+    index: int
+    reads: tuple[int, ...]
+    writes: tuple[int, ...]
+    releases: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class GemmFamily:
+    """The steps and values of one lowered matmul (PLAN_FORMAT.md, "How a logical op is lowered")."""
+
+    gemm_step: int
+    left: int | None
+    right: int | None
+    left_source: int | None
+    right_source: int | None
+    partials: int | None
+    sum_step: int | None
+    sum_result: int | None
+
+
+@dataclass(frozen=True)
+class Dataflow:
+    steps: tuple[StepFlow, ...]
+    inputs: tuple[int, ...]
+    """Program inputs: live at step 0 and written by no step."""
+    bindings: dict[int, tuple[int, ...]]
+    """Body argument -> the values of its group it stands for."""
+    ambiguities: tuple[Ambiguity, ...]
+    families: tuple[GemmFamily, ...]
+
+    @cached_property
+    def readers(self) -> dict[int, tuple[int, ...]]:
+        """Value -> steps that read it; a read of a body argument reads every bound value."""
+        found: dict[int, list[int]] = {}
+        for flow in self.steps:
+            for value_id in flow.reads:
+                for target in (value_id, *self.bindings.get(value_id, ())):
+                    found.setdefault(target, []).append(flow.index)
+        return {v: tuple(sorted(set(s))) for v, s in found.items()}
+
+    @cached_property
+    def writers(self) -> dict[int, tuple[int, ...]]:
+        found: dict[int, list[int]] = {}
+        for flow in self.steps:
+            for value_id in flow.writes:
+                found.setdefault(value_id, []).append(flow.index)
+        return {v: tuple(s) for v, s in found.items()}
+
+    @cached_property
+    def ambiguous_steps(self) -> frozenset[int]:
+        return frozenset(a.step for a in self.ambiguities)
+
+
+def is_body_argument(value: Value) -> bool:
+    return value.name.endswith(BODY_ARGUMENT) and value.is_alias
+
+
+def body_bindings(plan: Plan) -> dict[int, tuple[int, ...]]:
+    """Each body argument stands for the values of its `group` (layer 0, layer 1, ...)."""
+    by_group: dict[str, list[int]] = {}
+    for value in plan.values:
+        if not value.name.endswith(BODY_ARGUMENT):
+            by_group.setdefault(value.group, []).append(value.id)
+    return {v.id: tuple(by_group.get(v.group, ())) for v in plan.values if is_body_argument(v)}
+
+
+class _Inference:
+    """Working state of one inference pass; `run` returns the immutable Dataflow."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.live: Liveness = liveness(plan)
+        self.bindings = body_bindings(plan)
+        self.ambiguities: list[Ambiguity] = []
+        self.written_at: dict[int, int] = {}
+        self.in_place = self._in_place_results()
+
+    def _in_place_results(self) -> dict[int, list[int]]:
+        """Step -> never-live values named `operation N result 0`, N = the step's source."""
+        by_name: dict[str, list[int]] = {}
+        for value in self.plan.values:
+            if not self.live.is_live(value.id) and not is_body_argument(value):
+                by_name.setdefault(value.name, []).append(value.id)
+        steps_of_source: dict[int, list[Step]] = {}
+        for step in self.plan.steps:
+            if step.parsed_operation.is_in_place:
+                steps_of_source.setdefault(step.source, []).append(step)
+        results: dict[int, list[int]] = {}
+        for source, steps in steps_of_source.items():
+            candidates = by_name.get(f"operation {source} result 0", [])
+            if len(steps) > 1 and candidates:
+                for step in steps:
+                    self.ambiguities.append(Ambiguity(step.index, f"{len(steps)} in-place steps share source {source}"))
+                continue
+            results[steps[0].index] = candidates
+        return results
+
+    def available(self, value_id: int, step: int) -> bool:
+        """Readable at `step`: its storage is live and it was written before (or is bound/input)."""
+        value = self.plan.values[value_id]
+        if not self.live.first[value.root] <= step <= self.live.last[value.root]:
+            return False
+        written = self.written_at.get(value_id)
+        return written is None or written < step if value.is_alias else True
+
+    def narrow(self, candidates: list[int], *preferences) -> list[int]:
+        for prefer in preferences:
+            preferred = [c for c in candidates if prefer(c)]
+            if preferred:
+                candidates = preferred
+        return candidates
+
+    def source_of(self, step: Step, result: int, same, label: str) -> int | None:
+        """The one value a mover step read to make `result`, or None (and an ambiguity)."""
+        in_loop = step.execution_count > 1
+        values = self.plan.values
+        candidates = [
+            v.id for v in values if v.id != result and same(v, values[result]) and self.available(v.id, step.index)
+        ]
+        candidates = self.narrow(
+            candidates,
+            lambda c: c in self.live.dies_at[step.index],
+            lambda c: values[c].name == values[result].name,
+            lambda c: is_body_argument(values[c]) == in_loop,
+        )
+        candidates = self.latest_versions(candidates)
+        if len(candidates) == 1:
+            return candidates[0]
+        found = ", ".join(map(str, candidates)) or "none"
+        self.ambiguities.append(Ambiguity(step.index, f"{label} of value {result}: candidates {found}"))
+        return None
+
+    def latest_versions(self, candidates: list[int]) -> list[int]:
+        """In-place aliases of one storage are one tensor: keep its most recently written version."""
+        latest: dict[int, int] = {}
+        for candidate in candidates:
+            root = self.plan.values[candidate].root
+            current = latest.get(root)
+            if current is None or self.written_at.get(candidate, -1) > self.written_at.get(current, -1):
+                latest[root] = candidate
+        return sorted(latest.values())
+
+    def results(self, step: Step) -> list[int]:
+        born = list(self.live.born_at[step.index])
+        if step.index > 0:
+            return born
+        # Everything is first live at step 0; only a mover's result can be told apart there.
+        dying = set(self.live.dies_at[0])
+        values = self.plan.values
+        return [
+            v
+            for v in born
+            if v not in dying and any(values[d].storage_group == values[v].storage_group for d in dying)
+        ]
+
+    def flow(self, step: Step) -> StepFlow:
+        operation = step.parsed_operation
+        writes = self.results(step)
+        dying = [v for v in self.live.dies_at[step.index] if v not in writes]
+        in_place = self.in_place.get(step.index, [])
+        releases = tuple(dying) if operation.kind == "Repeat" else ()
+        reads = set() if releases else set(dying)
+        reads.update(self.plan.values[v].root for v in in_place)
+        if operation.conversion is not None or (operation.kind == "Copy" and not dying):
+            sources = set(self.mover_sources(step, writes))
+            reads = (reads | sources) - {self.plan.values[v].root for v in sources if self.plan.values[v].is_alias}
+        for value_id in [*writes, *in_place]:
+            self.written_at.setdefault(value_id, step.index)
+        return StepFlow(step.index, tuple(sorted(reads)), tuple(sorted([*writes, *in_place])), releases)
+
+    def mover_sources(self, step: Step, writes: list[int]) -> Iterable[int]:
+        operation = step.parsed_operation
+        if operation.conversion is not None:
+            same, label = (lambda a, b: a.storage_group == b.storage_group), "source"
+        elif operation.has_view:
+            same, label = _same_elements_and_precision, "view source"
+        elif operation.copy_offsets:
+            same, label = _slice_of, "slice source"
+        else:
+            same, label = (lambda a, b: a.precision == b.precision and a.shape == b.shape), "copy source"
+        for result in writes:
+            found = self.source_of(step, result, same, label)
+            if found is not None:
+                yield found
+
+    def run(self) -> Dataflow:
+        steps = tuple(self.flow(step) for step in self.plan.steps)
+        written = {v for flow in steps for v in flow.writes}
+        inputs = tuple(v for v in self.live.born_at[0] if v not in written) if self.plan.steps else ()
+        families = tuple(self.family(flow, steps) for flow in steps if self.plan.steps[flow.index].parsed_operation.kind == "Gemm")
+        return Dataflow(steps, inputs, self.bindings, tuple(self.ambiguities), families)
+
+    def family(self, gemm: StepFlow, steps: tuple[StepFlow, ...]) -> GemmFamily:
+        values = self.plan.values
+        operands = list(gemm.reads)
+        if len(operands) != 2 or len(gemm.writes) != 1:
+            self.ambiguities.append(Ambiguity(gemm.index, f"Gemm reads {len(operands)} and writes {len(gemm.writes)}"))
+        left = next((v for v in operands if values[v].parsed_layout.order_kind.startswith("Amp")), None)
+        right = next((v for v in operands if v != left), None)
+        partials = gemm.writes[0] if gemm.writes else None
+        writer = {v: flow for flow in steps for v in flow.writes}
+        sum_flow = next((f for f in steps[gemm.index + 1 :] if partials in f.reads), None)
+
+        def source(value_id: int | None) -> int | None:
+            flow = writer.get(value_id)
+            return flow.reads[0] if flow is not None and len(flow.reads) == 1 else None
+
+        return GemmFamily(
+            gemm_step=gemm.index,
+            left=left,
+            right=right,
+            left_source=source(left),
+            right_source=source(right),
+            partials=partials,
+            sum_step=sum_flow.index if sum_flow else None,
+            sum_result=sum_flow.writes[0] if sum_flow and len(sum_flow.writes) == 1 else None,
+        )
+
+
+def _same_elements_and_precision(a: Value, b: Value) -> bool:
+    return a.precision == b.precision and prod(a.shape) == prod(b.shape)
+
+
+def _slice_of(a: Value, b: Value) -> bool:
+    """`b` could be a slice of `a`: same precision and rank, `a` larger along some dimension."""
+    return (
+        a.precision == b.precision
+        and len(a.shape) == len(b.shape)
+        and a.shape != b.shape
+        and all(x >= y for x, y in zip(a.shape, b.shape))
+    )
+
+
+def dataflow(plan: Plan) -> Dataflow:
+    """Infer reads, writes, releases, bindings and Gemm families of every step."""
+    return _Inference(plan).run()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import product
 from math import prod
 
@@ -25,6 +26,7 @@ class Mismatch:
         return f"{self.where}: {self.field} is {self.stored!r}, expected {self.expected!r}"
 
 
+@lru_cache(maxsize=65536)
 def placement_problem(layout: Layout, chip_tiles: int) -> str | None:
     """Why a layout's tiling is not a valid placement, or None when it is."""
     if layout.tile_count != layout.replicas * layout.partition_product:

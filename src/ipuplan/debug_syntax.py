@@ -149,7 +149,7 @@ def parse_terms(text: str) -> tuple[Term, ...]:
         raise reader.fail(f"unexpected {text[reader.pos : reader.pos + 12]!r}")
     result = tuple(terms)
     if format_terms(result) != text:
-        raise SyntaxProblem("not in the canonical Debug spacing", 0)
+        raise SyntaxProblem("not in the canonical Debug spacing")
     return result
 
 
@@ -161,7 +161,7 @@ def parse_term(text: str) -> Term:
     """
     terms = parse_terms(text)
     if len(terms) != 1:
-        raise SyntaxProblem(f"expected one term, found {len(terms)}", 0)
+        raise SyntaxProblem(f"expected one term, found {len(terms)}")
     return terms[0]
 
 
@@ -186,13 +186,13 @@ def format_terms(terms: tuple[Term, ...]) -> str:
 def as_int(term: Term, what: str) -> int:
     if isinstance(term, Atom) and term.is_int:
         return int(term.text)
-    raise SyntaxProblem(f"{what} must be an integer, found {format_term(term)!r}", 0)
+    raise SyntaxProblem(f"{what} must be an integer, found {format_term(term)!r}")
 
 
 def as_name(term: Term, what: str) -> str:
     if isinstance(term, Atom) and not term.is_int:
         return term.text
-    raise SyntaxProblem(f"{what} must be a name, found {format_term(term)!r}", 0)
+    raise SyntaxProblem(f"{what} must be a name, found {format_term(term)!r}")
 
 
 def int_atom(value: int) -> Atom:

@@ -33,11 +33,11 @@ class PlanError(IpuplanError):
 
 
 class SyntaxProblem(ValueError):
-    """A Rust-Debug string that does not parse; `offset` is the character index."""
+    """A Rust-Debug string that does not parse; `offset` is the character index, if one applies."""
 
-    def __init__(self, message: str, offset: int) -> None:
+    def __init__(self, message: str, offset: int | None = None) -> None:
         self.offset = offset
-        super().__init__(f"{message} at character {offset}")
+        super().__init__(message if offset is None else f"{message} at character {offset}")
 
 
 class InfeasibleBudget(IpuplanError):

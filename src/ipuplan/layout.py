@@ -112,7 +112,7 @@ def _axis_from_term(term: Term) -> Axis:
         return Axis("Linear")
     if isinstance(term, Call) and term.name in ("FromStart", "FromEnd") and len(term.args) == 1:
         return Axis(term.name, as_int(term.args[0], "axis index"))
-    raise SyntaxProblem(f"unknown axis {format_term(term)!r}", 0)
+    raise SyntaxProblem(f"unknown axis {format_term(term)!r}")
 
 
 def _stride_from_term(term: Term) -> int | None:
@@ -120,15 +120,15 @@ def _stride_from_term(term: Term) -> int | None:
         return None
     if isinstance(term, Call) and term.name == "Some" and len(term.args) == 1:
         return as_int(term.args[0], "tile_stride")
-    raise SyntaxProblem(f"tile_stride must be Some(n) or None, found {format_term(term)!r}", 0)
+    raise SyntaxProblem(f"tile_stride must be Some(n) or None, found {format_term(term)!r}")
 
 
 def _struct(term: Term, name: str, fields: tuple[str, ...]) -> Struct:
     if not isinstance(term, Struct) or term.name != name:
-        raise SyntaxProblem(f"expected {name} {{ .. }}, found {format_term(term)[:40]!r}", 0)
+        raise SyntaxProblem(f"expected {name} {{ .. }}, found {format_term(term)[:40]!r}")
     found = tuple(key for key, _ in term.fields)
     if found != fields:
-        raise SyntaxProblem(f"{name} fields must be {', '.join(fields)}; found {', '.join(found)}", 0)
+        raise SyntaxProblem(f"{name} fields must be {', '.join(fields)}; found {', '.join(found)}")
     return term
 
 
@@ -140,13 +140,13 @@ def _axis_tiling_from_term(term: Term) -> AxisTiling:
     }
     for key in ("partitions", "block_size", "padding_multiple"):
         if numbers[key] < 1:
-            raise SyntaxProblem(f"{key} must be at least 1, found {numbers[key]}", 0)
+            raise SyntaxProblem(f"{key} must be at least 1, found {numbers[key]}")
     padding = as_name(struct.get("padding"), "padding")
     if padding not in PADDINGS:
-        raise SyntaxProblem(f"padding must be Zero or Reject, found {padding!r}", 0)
+        raise SyntaxProblem(f"padding must be Zero or Reject, found {padding!r}")
     stride = _stride_from_term(struct.get("tile_stride"))
     if stride is not None and stride < 0:
-        raise SyntaxProblem(f"tile_stride must not be negative, found {stride}", 0)
+        raise SyntaxProblem(f"tile_stride must not be negative, found {stride}")
     return AxisTiling(axis=_axis_from_term(struct.get("axis")), padding=padding, tile_stride=stride, **numbers)
 
 
@@ -172,10 +172,10 @@ def parse_layout(text: str) -> Layout:
     tiling = _struct(layout.get("tiling"), "TensorTiling", ("tile_count", "replicas", "axes"))
     axes_term = tiling.get("axes")
     if not isinstance(axes_term, ListTerm):
-        raise SyntaxProblem("axes must be a list", 0)
+        raise SyntaxProblem("axes must be a list")
     memory_class = as_name(layout.get("memory_class"), "memory_class")
     if memory_class not in MEMORY_CLASSES:
-        raise SyntaxProblem(f"memory_class must be one of {', '.join(MEMORY_CLASSES)}, found {memory_class!r}", 0)
+        raise SyntaxProblem(f"memory_class must be one of {', '.join(MEMORY_CLASSES)}, found {memory_class!r}")
     result = Layout(
         order=layout.get("order"),
         tile_count=as_int(tiling.get("tile_count"), "tile_count"),
@@ -184,7 +184,7 @@ def parse_layout(text: str) -> Layout:
         memory_class=memory_class,
     )
     if result.replicas < 1 or result.tile_count < 1:
-        raise SyntaxProblem("tile_count and replicas must be at least 1", 0)
+        raise SyntaxProblem("tile_count and replicas must be at least 1")
     return result
 
 
@@ -211,4 +211,4 @@ def element_size(precision: str) -> int:
         return sizes[name]
     if name.startswith("F8"):
         return 1
-    raise SyntaxProblem(f"unknown precision {precision!r}", 0)
+    raise SyntaxProblem(f"unknown precision {precision!r}")

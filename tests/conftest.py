@@ -1,0 +1,19 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ipuplan import Plan, load_plan
+from reference import REFERENCE
+
+
+@pytest.fixture(scope="session")
+def reference_plan() -> Plan:
+    return load_plan(REFERENCE)
+
+
+@pytest.fixture()
+def reference_raw() -> dict:
+    """A fresh, mutable copy of the reference plan's JSON."""
+    return json.loads(REFERENCE.read_text())

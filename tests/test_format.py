@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from reference import ALL_PLANS, REFERENCE
+from ipuplan import PlanError, dump_plan, load_plan, plan_from_json, write_plan
+
+
+@pytest.mark.parametrize("path", ALL_PLANS, ids=lambda p: p.name)
+def test_round_trip_is_byte_identical(path):
+    assert dump_plan(load_plan(path)).encode() == path.read_bytes()
+
+
+def test_reference_plan_shape(reference_plan):
+    assert (len(reference_plan.values), len(reference_plan.steps)) == (176, 116)
+    assert reference_plan.values[12].memory_class == "Ipu21Interleaved"
+
+
+def test_unknown_keys_are_kept_verbatim(reference_raw):
+    reference_raw["compiler_note"] = {"kept": [1, 2]}
+    reference_raw["timeline"]["values"][3]["future_field"] = "x"
+    text = json.dumps(reference_raw, separators=(",", ":"))
+    assert dump_plan(plan_from_json(text)) == text
+
+
+def test_write_plan_is_atomic_and_exact(tmp_path, reference_plan):
+    target = tmp_path / "out.json"
+    write_plan(reference_plan, target)
+    assert target.read_bytes() == REFERENCE.read_bytes()
+    assert [p.name for p in tmp_path.iterdir()] == ["out.json"]
+
+
+def _error(raw: dict | str) -> PlanError:
+    text = raw if isinstance(raw, str) else json.dumps(raw)
+    with pytest.raises(PlanError) as caught:
+        plan_from_json(text, source="bad.json")
+    return caught.value
+
+
+def test_truncated_json_names_line_and_column():
+    error = _error(REFERENCE.read_text()[:5000])
+    assert str(error).startswith("bad.json: line 1 column ")
+    assert "invalid JSON" in str(error)
+
+
+def test_not_an_object():
+    assert "must be a JSON object" in str(_error("[1, 2]"))
+
+
+@pytest.mark.parametrize(
+    ("mutate", "location", "words"),
+    [
+        (lambda r: r["timeline"]["values"][7].update(shard_bytes=-5), "timeline.values[7].shard_bytes", "greater than"),
+        (lambda r: r["timeline"]["values"][7].update(bytes=10**30), "timeline.values[7].bytes", "less than"),
+        (lambda r: r["timeline"]["values"][7].update(shape="big"), "timeline.values[7].shape", "valid list"),
+        (lambda r: r["timeline"]["values"][7].update(copies="1"), "timeline.values[7].copies", "valid integer"),
+        (lambda r: r["timeline"]["steps"][4].pop("scratch"), "timeline.steps[4].scratch", "missing"),
+        (lambda r: r.update(tile_count=0), "tile_count", "greater than"),
+        (lambda r: r["timeline"]["steps"][9]["live"].append(500), "timeline.steps[9].live[", "does not exist"),
+        (lambda r: r["timeline"]["steps"][9]["live"].append(46), "timeline.steps[9].live[", "alias of 45"),
+        (lambda r: r["timeline"]["values"][5].update(root=900), "timeline.values[5].root", "does not exist"),
+        (lambda r: r["timeline"]["values"][5].update(id=6), "timeline.values[5].id", "out of order"),
+        (lambda r: r["timeline"]["values"][5].update(precision="F16 {"), "timeline.values[5].precision", "malformed"),
+        (lambda r: r["timeline"]["values"][5].update(precision="Q7"), "timeline.values[5].precision", "unknown"),
+        (lambda r: r["timeline"]["values"][5].update({"class": "Ipu21Interleaved"}), "timeline.values[5].class", "differs"),
+        (lambda r: r["timeline"]["steps"][2].update(operation="Gemm { mode: }"), "timeline.steps[2].operation", "malformed"),
+    ],
+)
+def test_bad_input_names_file_and_location(reference_raw, mutate, location, words):
+    mutate(reference_raw)
+    message = str(_error(reference_raw))
+    assert message.startswith(f"bad.json: {location}")
+    assert words in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        "Layout { order: RowMajor }",
+        "Layout { order: RowMajor, tiling: TensorTiling { tile_count: 1, replicas: 1, axes: [] }, memory_class: Ipu21Fast }",
+        "Layout { order: RowMajor, tiling: TensorTiling { tile_count: 2, replicas: 1, axes: [AxisTiling { axis: FromEnd(1), "
+        "partitions: 0, padding_groups: 1, block_size: 4, padding_multiple: 4, shard_padding_multiple: 1, padding: Zero, "
+        "tile_stride: None }] }, memory_class: Ipu21Standard }",
+        "Layout {  order: RowMajor }",
+    ],
+)
+def test_malformed_layout_is_rejected_with_value_id(reference_raw, layout):
+    reference_raw["timeline"]["values"][12]["layout"] = layout
+    assert str(_error(reference_raw)).startswith("bad.json: timeline.values[12].layout: malformed layout")
+
+
+def test_unknown_operation_kind_is_kept(reference_raw):
+    reference_raw["timeline"]["steps"][41]["operation"] = "FancyFusedThing { lanes: 4 }"
+    text = json.dumps(reference_raw, separators=(",", ":"))
+    plan = plan_from_json(text)
+    assert plan.steps[41].parsed_operation.kind == "FancyFusedThing"
+    assert not plan.steps[41].parsed_operation.is_known
+    assert dump_plan(plan) == text
+
+
+def test_missing_file():
+    with pytest.raises(PlanError, match="cannot read"):
+        load_plan("/nonexistent/plan.json")

@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ipuplan import load_plan
+from ipuplan.debug_syntax import Atom, Call, ListTerm, Struct, format_term, format_terms, parse_term, parse_terms
+from ipuplan.errors import SyntaxProblem
+from ipuplan.layout import element_size, format_layout, parse_layout
+from ipuplan.operation import parse_operation
+from reference import ALL_PLANS
+
+
+def _strings(path):
+    plan = load_plan(path)
+    return plan, [v.layout for v in plan.values], [s.operation for s in plan.steps]
+
+
+@pytest.mark.parametrize("path", ALL_PLANS, ids=lambda p: p.name)
+def test_every_layout_string_round_trips(path):
+    _, layouts, _ = _strings(path)
+    for text in layouts:
+        assert format_layout(parse_layout(text)) == text
+
+
+@pytest.mark.parametrize("path", ALL_PLANS, ids=lambda p: p.name)
+def test_every_operation_and_precision_round_trips(path):
+    plan, _, operations = _strings(path)
+    for text in operations + [v.precision for v in plan.values]:
+        assert format_terms(parse_terms(text)) == text
+        assert parse_operation(text).text == text
+
+
+def test_layout_fields(reference_plan):
+    layout = parse_layout(reference_plan.values[8].layout)
+    assert layout.order_kind == "BlockMajor(Matrix)"
+    assert (layout.tile_count, layout.replicas, layout.memory_class) == (144, 1, "Ipu21Interleaved")
+    assert [(a.axis.kind, a.axis.index, a.partitions, a.block_size, a.tile_stride) for a in layout.axes] == [
+        ("FromEnd", 1, 36, 16, 1),
+        ("FromEnd", 2, 4, 288, None),
+    ]
+
+
+def test_operation_kinds(reference_plan):
+    gemm = reference_plan.steps[12].parsed_operation
+    assert (gemm.kind, gemm.gemm_field("inner_block"), gemm.gemm_field("output_columns")) == ("Gemm", 288, 96)
+    assert gemm.with_gemm_fields(inner_block=64).gemm_field("inner_block") == 64
+    assert parse_operation("Repeat 2 boundary").kind == "Repeat"
+    assert parse_operation("Convert LocalKernel").conversion == "LocalKernel"
+    copy = reference_plan.steps[16].parsed_operation
+    assert copy.is_mover and copy.copy_offsets == (0, 0, 0) and not copy.has_view
+    assert reference_plan.steps[19].parsed_operation.has_view
+    assert reference_plan.steps[13].parsed_operation.sum_axis == 0
+
+
+def test_element_sizes():
+    assert [element_size(p) for p in ("F16", "F32", "F8F143 { scale_exponent: -4 }")] == [2, 4, 1]
+
+
+@pytest.mark.parametrize(
+    "text", ["", "Gemm {", "Gemm { a: 1,}", "Some(", "[1, 2", "A  B", "x: 1", "Gemm { a 1 }", "(1)", "Layout { a: 1 } }"]
+)
+def test_malformed_strings_raise(text):
+    with pytest.raises(SyntaxProblem):
+        parse_terms(text)
+
+
+names = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,6}", fullmatch=True)
+atoms = st.one_of(names, st.integers(-(10**12), 10**12).map(str)).map(Atom)
+terms = st.recursive(
+    atoms,
+    lambda inner: st.one_of(
+        st.builds(lambda n, f: Struct(n, tuple(f)), names, st.lists(st.tuples(names, inner), max_size=4)),
+        st.builds(lambda n, a: Call(n, tuple(a)), names, st.lists(inner, min_size=1, max_size=3)),
+        st.builds(lambda items: ListTerm(tuple(items)), st.lists(inner, max_size=4)),
+    ),
+    max_leaves=25,
+)
+
+
+@given(terms)
+def test_print_then_parse_is_identity(term):
+    assert parse_term(format_term(term)) == term
+
+
+@given(st.lists(terms, min_size=1, max_size=4))
+def test_sequences_round_trip(sequence):
+    text = format_terms(tuple(sequence))
+    assert format_terms(parse_terms(text)) == text

@@ -7,6 +7,7 @@ Exit codes: 0 success, 1 `check` found mismatches, 2 bad input, 3 infeasible bud
 from __future__ import annotations
 
 import functools
+import json
 import os
 import sys
 import time
@@ -18,10 +19,11 @@ from rich.console import Console
 
 from ipuplan.check import check
 from ipuplan.dataflow import dataflow
-from ipuplan.errors import IpuplanError
+from ipuplan.errors import IpuplanError, PlanError
 from ipuplan.estimate import estimate
-from ipuplan.format import load_plan
-from ipuplan.report import contributors_table, graph_lines, summary_table
+from ipuplan.format import load_plan, write_plan
+from ipuplan.optimize import optimize
+from ipuplan.report import contributors_table, graph_lines, optimize_summary, optimize_table, summary_table
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -92,6 +94,52 @@ def graph_command(plan_path: PlanPath) -> None:
     plan = load_plan(plan_path)
     for line in graph_lines(plan, dataflow(plan)):
         typer.echo(line)
+
+
+@app.command("optimize")
+@one_line_errors
+def optimize_command(
+    plan_path: PlanPath,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the rewritten plan.")],
+    time_limit: Annotated[float, typer.Option(min=0.1, help="Seconds for the solver (deterministic units with --workers 1).")] = 10.0,
+    workers: Annotated[int | None, typer.Option(min=1, help="Solver workers; 1 = deterministic, same bytes every run.")] = None,
+    seed: Annotated[int, typer.Option(min=0, help="Solver random seed.")] = 0,
+    budget: Annotated[int | None, typer.Option(min=0, max=2**40, help="Override budget_bytes (per tile).")] = None,
+    interleaved_budget: Annotated[int | None, typer.Option(min=0, max=2**40, help="Override interleaved_budget_bytes.")] = None,
+    support_reserve: Annotated[int | None, typer.Option(min=0, max=2**40, help="Override support_reserve_bytes.")] = None,
+    scope: Annotated[str, typer.Option(help="Freedom level: storage.")] = "storage",
+    as_json: Annotated[bool, typer.Option("--json", help="Print a machine-readable summary instead of tables.")] = False,
+    force: Annotated[bool, typer.Option(help="Overwrite OUTPUT if it exists (or is the input).")] = False,
+) -> None:
+    """Minimise the peak per-tile usage and write the rewritten plan (exit 3 if the budgets cannot be met)."""
+    if not force and output.exists():
+        raise PlanError("already exists; pass --force to overwrite it", source=str(output))
+    plan = load_plan(plan_path)
+    result = optimize(
+        plan,
+        budget=budget,
+        interleaved_budget=interleaved_budget,
+        support_reserve=support_reserve,
+        time_limit=time_limit,
+        workers=workers,
+        seed=seed,
+        deterministic=workers == 1,
+        scope=scope,
+        progress=None if as_json else _print_progress,
+    )
+    write_plan(result.plan, output)
+    if as_json:
+        typer.echo(json.dumps(optimize_summary(result, str(plan_path), str(output)), indent=2))
+        return
+    stdout.print(optimize_table(result))
+    if result.note:
+        typer.echo(f"note: {result.note}")
+    typer.echo(f"wrote {output}")
+
+
+def _print_progress(phase: str, objective: int, bound: int, elapsed: float) -> None:
+    gap = (objective - bound) / objective if objective else 0.0
+    typer.echo(f"  {phase:<8} objective {objective:>14,}  bound {bound:>14,}  gap {gap:6.2%}  {elapsed:7.2f} s", err=True)
 
 
 def main() -> None:

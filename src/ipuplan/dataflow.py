@@ -22,6 +22,8 @@ BODY_ARGUMENT = " (body argument)"
 class Ambiguity:
     step: int
     message: str
+    suspects: tuple[int, ...] = ()
+    """Values the step might touch: whatever it involves must stay frozen."""
 
     def __str__(self) -> str:
         return f"step {self.step}: {self.message}"
@@ -121,7 +123,8 @@ class _Inference:
             candidates = by_name.get(f"operation {source} result 0", [])
             if len(steps) > 1 and candidates:
                 for step in steps:
-                    self.ambiguities.append(Ambiguity(step.index, f"{len(steps)} in-place steps share source {source}"))
+                    message = f"{len(steps)} in-place steps share source {source}"
+                    self.ambiguities.append(Ambiguity(step.index, message, tuple(step.live) + tuple(candidates)))
                 continue
             results[steps[0].index] = candidates
         return results
@@ -158,8 +161,22 @@ class _Inference:
         if len(candidates) == 1:
             return candidates[0]
         found = ", ".join(map(str, candidates)) or "none"
-        self.ambiguities.append(Ambiguity(step.index, f"{label} of value {result}: candidates {found}"))
+        suspects = candidates or self.suspects(step, result)
+        self.ambiguities.append(Ambiguity(step.index, f"{label} of value {result}: candidates {found}", (result, *suspects)))
         return None
+
+    def suspects(self, step: Step, result: int) -> list[int]:
+        """Any available value of the result's precision and rank (or, failing that, any live value)."""
+        values = self.plan.values
+        alike = [
+            v.id
+            for v in values
+            if v.id != result
+            and v.precision == values[result].precision
+            and len(v.shape) == len(values[result].shape)
+            and self.available(v.id, step.index)
+        ]
+        return alike or list(step.live)
 
     def latest_versions(self, candidates: list[int]) -> list[int]:
         """In-place aliases of one storage are one tensor: keep its most recently written version."""
@@ -225,7 +242,8 @@ class _Inference:
         values = self.plan.values
         operands = list(gemm.reads)
         if len(operands) != 2 or len(gemm.writes) != 1:
-            self.ambiguities.append(Ambiguity(gemm.index, f"Gemm reads {len(operands)} and writes {len(gemm.writes)}"))
+            message = f"Gemm reads {len(operands)} and writes {len(gemm.writes)}"
+            self.ambiguities.append(Ambiguity(gemm.index, message, tuple(self.plan.steps[gemm.index].live)))
         left = next((v for v in operands if values[v].parsed_layout.order_kind.startswith("Amp")), None)
         right = next((v for v in operands if v != left), None)
         partials = gemm.writes[0] if gemm.writes else None

@@ -71,3 +71,82 @@ def graph_lines(plan: Plan, flow: Dataflow) -> Iterable[str]:
         yield line
     for ambiguity in flow.ambiguities:
         yield f"ambiguous: {ambiguity}"
+
+
+def optimize_table(result) -> Table:
+    """Before/after: peaks per class, fit, what changed, and how the solver did."""
+    before, after, solved = result.before, result.after, result.solve
+    table = Table(title=f"ipuplan optimize ({result.plan.scope})")
+    for name in ("", "input", "ipuplan"):
+        table.add_column(name, justify="right" if name else "left")
+    rows = [
+        ("raw peak (std + il)", f"{before.raw_peak:,}", f"{after.raw_peak:,}"),
+        ("peak total (+ exchange rows)", f"{before.peak.total:,}", f"{after.peak.total:,}"),
+        ("standard peak", f"{before.peak.standard:,}", f"{after.peak.standard:,}"),
+        ("interleaved peak", f"{before.peak.interleaved:,}", f"{after.peak.interleaved:,}"),
+        ("effective peak", f"{before.effective_peak_bytes:,}", f"{after.effective_peak_bytes:,}"),
+        ("fits budget", _yes(before.fits_budget), _yes(after.fits_budget)),
+        ("values changed", "", f"{len(result.changes)}"),
+        ("exchange bytes added", "", f"{result.exchange_bytes_added:,}"),
+        ("solver status", "", solved.status.value),
+        ("bound / gap", "", f"{solved.bound:,} / {_percent(solved.gap)}"),
+        ("free groups / candidates", "", f"{result.free_groups} / {result.candidates}"),
+        ("steps in model / total", "", f"{solved.steps_kept} / {solved.steps_total}"),
+        ("build / solve / first solution", "", f"{solved.build_seconds:.2f} s / {solved.solve_seconds:.2f} s / "
+         f"{_seconds(solved.first_solution_seconds)}"),
+    ]
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "NO"
+
+
+def _percent(fraction: float | None) -> str:
+    return "-" if fraction is None else f"{fraction:.2%}"
+
+
+def _seconds(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.2f} s"
+
+
+def optimize_summary(result, source: str, output: str | None) -> dict:
+    """The machine-readable summary `ipuplan optimize --json` prints."""
+    solved = result.solve
+    return {
+        "input": source,
+        "output": output,
+        "scope": result.plan.scope,
+        "status": solved.status.value,
+        "note": result.note,
+        "input_raw_peak": result.before.raw_peak,
+        "raw_peak": result.after.raw_peak,
+        "bound": solved.bound,
+        "gap": solved.gap,
+        "input_peak_total": result.before.peak.total,
+        "peak_total": result.after.peak.total,
+        "standard_peak": result.after.peak.standard,
+        "interleaved_peak": result.after.peak.interleaved,
+        "fits_before": result.before.fits_budget,
+        "fits_after": result.after.fits_budget,
+        "values_changed": len(result.changes),
+        "changed_value_ids": [c.value_id for c in result.changes],
+        "exchange_bytes_added": result.exchange_bytes_added,
+        "frozen_groups": len(result.frozen),
+        "free_groups": result.free_groups,
+        "candidates": result.candidates,
+        "variables": solved.variables,
+        "constraints": solved.constraints,
+        "steps_kept": solved.steps_kept,
+        "steps_total": solved.steps_total,
+        "build_seconds": round(solved.build_seconds, 4),
+        "solve_seconds": round(solved.solve_seconds, 4),
+        "first_solution_seconds": None if solved.first_solution_seconds is None else round(solved.first_solution_seconds, 4),
+        "budgets": {
+            "budget_bytes": result.budgets.budget_bytes,
+            "interleaved_budget_bytes": result.budgets.interleaved_budget_bytes,
+            "support_reserve_bytes": result.budgets.support_reserve_bytes,
+        },
+    }

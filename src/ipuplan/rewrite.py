@@ -1,0 +1,99 @@
+"""Rewrite: apply chosen layouts, recompute every derived field, and prove the result legal.
+
+A plan is only returned from here after `check` finds nothing and the contract of
+REPLAN.md ("What the output must satisfy") holds against the input.
+"""
+
+from __future__ import annotations
+
+from ipuplan.check import check
+from ipuplan.errors import IpuplanError
+from ipuplan.estimate import Budgets, estimate
+from ipuplan.format import ClassBytes, Plan
+from ipuplan.space import CandidateSpace
+
+KEPT_VALUE_FIELDS = ("id", "origin", "root", "name", "group", "storage_group", "precision", "shape", "copies")
+KEPT_STEP_FIELDS = ("index", "source", "execution_count", "live")
+
+
+class IllegalRewrite(IpuplanError):
+    """The optimiser produced a plan that fails its own checks: a bug, never written out."""
+
+    exit_code = 70
+
+
+def with_budgets(plan: Plan, budgets: Budgets) -> Plan:
+    return plan.model_copy(
+        update={
+            "budget_bytes": budgets.budget_bytes,
+            "interleaved_budget_bytes": budgets.interleaved_budget_bytes,
+            "support_reserve_bytes": budgets.support_reserve_bytes,
+        }
+    )
+
+
+def with_derived_fields(plan: Plan) -> Plan:
+    """The plan with every number the estimate defines recomputed."""
+    result = estimate(plan)
+    values = [
+        value.model_copy(update={"shard_bytes": b.shard_bytes, "aligned_bytes": b.aligned_bytes, "bytes": b.bytes})
+        for value, b in zip(plan.values, result.values)
+    ]
+    steps = [
+        step.model_copy(update={"usage": ClassBytes(standard=std, interleaved=il)})
+        for step, std, il in zip(plan.steps, result.standard, result.interleaved)
+    ]
+    return plan.model_copy(
+        update={
+            "timeline": plan.timeline.model_copy(update={"values": values, "steps": steps}),
+            "peak": result.peak,
+            "total_peak_step": result.total_peak_step,
+            "standard_peak_step": result.standard_peak_step,
+            "interleaved_peak_step": result.interleaved_peak_step,
+            "effective_peak_bytes": result.effective_peak_bytes,
+            "standard_contiguous_overflow_bytes": result.standard_contiguous_overflow_bytes,
+            "fits_budget": result.fits_budget,
+        }
+    )
+
+
+def apply_choice(plan: Plan, space: CandidateSpace, choice: tuple[int, ...]) -> Plan:
+    """New layouts and classes for the chosen candidates; linked scratch keeps its ratio to the shard."""
+    values = list(plan.values)
+    steps = list(plan.steps)
+    for group, chosen in zip(space.free, choice):
+        candidate = group.candidates[chosen]
+        for member in group.members:
+            values[member] = values[member].model_copy(
+                update={"layout": candidate.layout, "memory_class": candidate.memory_class}
+            )
+        for link in group.scratch:
+            shard = candidate.value_bytes[link.member].shard_bytes
+            scratch = ClassBytes(standard=shard * link.standard_ratio, interleaved=shard * link.interleaved_ratio)
+            steps[link.step] = steps[link.step].model_copy(update={"scratch": scratch})
+    return plan.model_copy(update={"timeline": plan.timeline.model_copy(update={"values": values, "steps": steps})})
+
+
+def contract_violations(before: Plan, after: Plan) -> list[str]:
+    """Where `after` breaks the output contract relative to `before` (REPLAN.md)."""
+    found = []
+    if list(before.model_dump(by_alias=True)) != list(after.model_dump(by_alias=True)):
+        found.append("top-level keys differ")
+    if len(before.values) != len(after.values) or len(before.steps) != len(after.steps):
+        return [*found, "number of values or steps differs"]
+    for old, new in zip(before.values, after.values):
+        found += [f"value {old.id}: {f} changed" for f in KEPT_VALUE_FIELDS if getattr(old, f) != getattr(new, f)]
+    for old, new in zip(before.steps, after.steps):
+        found += [f"step {old.index}: {f} changed" for f in KEPT_STEP_FIELDS if getattr(old, f) != getattr(new, f)]
+        if old.parsed_operation.kind != new.parsed_operation.kind:
+            found.append(f"step {old.index}: operation kind changed")
+    return found
+
+
+def rewrite(plan: Plan, space: CandidateSpace, choice: tuple[int, ...], budgets: Budgets) -> Plan:
+    """The rewritten plan, re-checked; raises IllegalRewrite rather than return a plan that fails."""
+    rewritten = with_derived_fields(apply_choice(with_budgets(plan, budgets), space, choice))
+    problems = [str(m) for m in check(rewritten)] + contract_violations(plan, rewritten)
+    if problems:
+        raise IllegalRewrite(f"rewritten plan fails its checks ({len(problems)}): {problems[0]}")
+    return rewritten

@@ -1,0 +1,294 @@
+"""The candidate space: which values may change, and the layouts each may take.
+
+Strategy generation, apart from the solver (as XLA's auto-sharding splits it): every free
+group gets a list of candidate layouts with their byte costs; the solver only ever sees
+indices and numbers. Everything not proven movable is frozen, with the reason.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from math import prod
+
+from ipuplan.dataflow import Dataflow, dataflow
+from ipuplan.estimate import ValueBytes, amp_aligned_values, value_bytes
+from ipuplan.format import Plan, Value
+from ipuplan.layout import MEMORY_CLASSES, Layout, format_layout, parse_layout
+from ipuplan.liveness import liveness
+
+SCOPES = ("storage",)
+MAX_CANDIDATES_PER_CLASS = 48
+
+
+@dataclass(frozen=True)
+class Candidate:
+    layout: str
+    memory_class: str
+    value_bytes: tuple[ValueBytes, ...]
+    """Per member of the group, in member order."""
+    exchange_bytes: int
+    """Bytes the group's mover steps send between tiles under this layout (see `exchange_cost`)."""
+
+
+@dataclass(frozen=True)
+class ScratchLink:
+    """A step whose scratch scales with the shard of a free value it writes."""
+
+    step: int
+    member: int
+    """Position of the value in its group's members."""
+    standard_ratio: int
+    interleaved_ratio: int
+
+
+@dataclass(frozen=True)
+class FreeGroup:
+    members: tuple[int, ...]
+    candidates: tuple[Candidate, ...]
+    """`candidates[0]` is the input layout."""
+    scratch: tuple[ScratchLink, ...]
+
+
+@dataclass(frozen=True)
+class FrozenGroup:
+    members: tuple[int, ...]
+    reason: str
+
+
+@dataclass(frozen=True)
+class CandidateSpace:
+    scope: str
+    free: tuple[FreeGroup, ...]
+    frozen: tuple[FrozenGroup, ...]
+
+    @property
+    def candidate_count(self) -> int:
+        return sum(len(g.candidates) for g in self.free)
+
+
+def layout_groups(plan: Plan, flow: Dataflow) -> list[tuple[int, ...]]:
+    """Values that must share one layout: in-place aliases with their root, body arguments with their group."""
+    parent = list(range(len(plan.values)))
+
+    def find(v: int) -> int:
+        while parent[v] != v:
+            parent[v] = parent[parent[v]]
+            v = parent[v]
+        return v
+
+    def union(a: int, b: int) -> None:
+        parent[find(a)] = find(b)
+
+    for value in plan.values:
+        union(value.id, value.root)
+    for argument, members in flow.bindings.items():
+        for member in members:
+            union(argument, member)
+    groups: dict[int, list[int]] = defaultdict(list)
+    for value in plan.values:
+        groups[find(value.id)].append(value.id)
+    return [tuple(members) for members in groups.values()]
+
+
+def _freeze_reason(plan: Plan, flow: Dataflow, members: tuple[int, ...], context: _Context) -> str | None:
+    values = plan.values
+    if len({values[m].layout for m in members}) > 1:
+        return "members (aliases or bound layers) have different layouts"
+    for ambiguity in flow.ambiguities:
+        if any(m in ambiguity.suspects for m in members):
+            return f"involved in an ambiguity: {ambiguity}"
+    for step in sorted({s for m in members for s in context.unknown_steps_of[m]}):
+        return f"live at step {step}, an operation ipuplan does not know ({plan.steps[step].parsed_operation.kind})"
+    readers = sorted({s for m in members for s in flow.readers.get(m, ())})
+    writers = sorted({s for m in members for s in flow.writers.get(m, ())})
+    if not readers:
+        return "no reader identified (a kernel may read it without it dying there)"
+    for step in readers + writers:
+        operation = plan.steps[step].parsed_operation
+        if not operation.is_mover:
+            role = "read" if step in readers else "written"
+            return f"{role} by {operation.kind} at step {step}"
+    if any(m in context.aligned for m in members):
+        return "AMP-aligned Gemm operand"
+    return None
+
+
+@dataclass(frozen=True)
+class _Context:
+    unknown_steps_of: dict[int, tuple[int, ...]]
+    aligned: frozenset[int]
+
+
+def _context(plan: Plan) -> _Context:
+    unknown: dict[int, list[int]] = defaultdict(list)
+    for step in plan.steps:
+        if not step.parsed_operation.is_known:
+            for value_id in step.live:
+                unknown[value_id].append(step.index)
+    by_root: dict[int, tuple[int, ...]] = {}
+    for value in plan.values:
+        by_root[value.id] = tuple(unknown.get(value.root, ()))
+    return _Context(by_root, amp_aligned_values(plan, liveness(plan)))
+
+
+def partition_options(blocks: int) -> list[int]:
+    """The smallest partition count for each distinct number of blocks per shard.
+
+    >>> partition_options(10)
+    [1, 2, 3, 4, 5, 10]
+    """
+    options, count = [], 1
+    while count <= blocks:
+        options.append(count)
+        per_shard = -(-blocks // count)
+        if per_shard == 1:
+            break
+        count = -(-blocks // (per_shard - 1))
+    return options
+
+
+def partition_vectors(value: Value, layout: Layout, tiles: int) -> list[tuple[int, ...]]:
+    """One partition vector per distinct shard size, the fewest tiles for each, within `tiles`."""
+    # shard elements -> (tiles used, vector); built axis by axis so that only distinct sizes survive.
+    states: dict[int, tuple[int, tuple[int, ...]]] = {1: (1, ())}
+    for axis in layout.axes:
+        dimension = axis.axis.dimension(len(value.shape))
+        size = prod(value.shape) if dimension is None else value.shape[dimension]
+        blocks = axis.blocks(size)
+        grown: dict[int, tuple[int, tuple[int, ...]]] = {}
+        for extent, (used, vector) in states.items():
+            for count in partition_options(blocks):
+                if used * count > tiles:
+                    break
+                key = extent * -(-blocks // count) * axis.block_size
+                if key not in grown or used * count < grown[key][0]:
+                    grown[key] = (used * count, (*vector, count))
+        states = grown
+    return [vector for _, vector in sorted(states.values())]
+
+
+def placed_strides(layout: Layout, partitions: tuple[int, ...]) -> tuple[int | None, ...]:
+    """Mixed-radix strides over the axes the input placed, in the input's stride order: distinct tiles."""
+    placed = sorted((axis.tile_stride, position) for position, axis in enumerate(layout.axes) if axis.tile_stride is not None)
+    strides: list[int | None] = [None] * len(layout.axes)
+    radix = 1
+    for _, position in placed:
+        strides[position] = radix
+        radix *= partitions[position]
+    return tuple(strides)
+
+
+def tiling_signature(value: Value, layout: Layout) -> tuple:
+    """How a tensor is cut and placed, independent of replicas and memory class."""
+    rank = len(value.shape)
+    return tuple(
+        sorted(
+            (axis.axis.dimension(rank) if axis.axis.kind != "Linear" else -1, axis.partitions, axis.block_size, axis.tile_stride)
+            for axis in layout.axes
+            if axis.partitions > 1
+        )
+    )
+
+
+def exchange_cost(plan: Plan, flow: Dataflow, members: tuple[int, ...], layout: Layout) -> int:
+    """Bytes the group's mover steps send between tiles if its members take `layout`.
+
+    A mover whose other side is cut and placed identically copies locally (0 bytes);
+    otherwise every element of the moved tensor is counted as sent. The other side is
+    taken at its input layout, which keeps the cost linear in the choice.
+    """
+    values = plan.values
+    total = 0
+    for member in members:
+        own = tiling_signature(values[member], layout)
+        for step in (*flow.readers.get(member, ()), *flow.writers.get(member, ())):
+            step_flow = flow.steps[step]
+            others = step_flow.writes if member in step_flow.reads or member in flow.bindings else step_flow.reads
+            for other in others:
+                if other in members:
+                    continue
+                if tiling_signature(values[other], values[other].parsed_layout) != own:
+                    total += prod(values[member].shape) * values[member].element_size
+    return total
+
+
+def _thin(candidates: list[Candidate]) -> list[Candidate]:
+    """At most MAX_CANDIDATES_PER_CLASS per class, spread over the sizes, smallest always kept."""
+    kept = []
+    for memory_class in MEMORY_CLASSES:
+        of_class = sorted((c for c in candidates if c.memory_class == memory_class), key=lambda c: c.value_bytes[0].bytes)
+        if len(of_class) > MAX_CANDIDATES_PER_CLASS:
+            step = len(of_class) / MAX_CANDIDATES_PER_CLASS
+            of_class = [of_class[int(i * step)] for i in range(MAX_CANDIDATES_PER_CLASS)]
+        kept += of_class
+    return kept
+
+
+def candidates_for(plan: Plan, flow: Dataflow, members: tuple[int, ...], aligned: frozenset[int]) -> tuple[Candidate, ...]:
+    """The input layout first, then every distinct smaller-or-equal shard size in each memory class."""
+    values = plan.values
+    base = values[members[0]]
+    layout = parse_layout(base.layout)
+
+    def candidate(new_layout: Layout) -> Candidate:
+        sizes = tuple(value_bytes(values[m], m in aligned, new_layout) for m in members)
+        return Candidate(
+            format_layout(new_layout), new_layout.memory_class, sizes, exchange_cost(plan, flow, members, new_layout)
+        )
+
+    original = Candidate(
+        base.layout,
+        layout.memory_class,
+        tuple(value_bytes(values[m], m in aligned) for m in members),
+        exchange_cost(plan, flow, members, layout),
+    )
+    found = []
+    for partitions in partition_vectors(base, layout, plan.tile_count):
+        replicas = max(1, min(layout.replicas, plan.tile_count // prod(partitions)))
+        tiled = layout.with_tiling(partitions, placed_strides(layout, partitions), replicas)
+        for memory_class in MEMORY_CLASSES:
+            option = candidate(replace(tiled, memory_class=memory_class))
+            if option.layout != original.layout and option.value_bytes[0].bytes <= original.value_bytes[0].bytes:
+                found.append(option)
+    return (original, *_thin(found))
+
+
+def _scratch_links(
+    plan: Plan, flow: Dataflow, members: tuple[int, ...], input_candidate: Candidate
+) -> tuple[tuple[ScratchLink, ...], str | None]:
+    """Steps whose scratch is a whole multiple of a member's shard (the ratio a rewrite keeps)."""
+    links = []
+    for position, member in enumerate(members):
+        for step in flow.writers.get(member, ()):
+            scratch = plan.steps[step].scratch
+            if scratch.standard == scratch.interleaved == 0:
+                continue
+            shard = input_candidate.value_bytes[position].shard_bytes
+            if len(flow.steps[step].writes) != 1 or shard == 0 or scratch.standard % shard or scratch.interleaved % shard:
+                return (), f"scratch of step {step} is not a whole multiple of its result's shard"
+            links.append(ScratchLink(step, position, scratch.standard // shard, scratch.interleaved // shard))
+    return tuple(links), None
+
+
+def candidate_space(plan: Plan, scope: str = "storage") -> CandidateSpace:
+    """Free groups with their candidates, and frozen groups with their reasons."""
+    if scope not in SCOPES:
+        raise ValueError(f"unknown scope {scope!r}; choose one of {', '.join(SCOPES)}")
+    flow = dataflow(plan)
+    context = _context(plan)
+    free, frozen = [], []
+    for members in layout_groups(plan, flow):
+        reason = _freeze_reason(plan, flow, members, context)
+        if reason is not None:
+            frozen.append(FrozenGroup(members, reason))
+            continue
+        candidates = candidates_for(plan, flow, members, context.aligned)
+        links, reason = _scratch_links(plan, flow, members, candidates[0])
+        if reason is not None:
+            frozen.append(FrozenGroup(members, reason))
+        elif len(candidates) == 1:
+            frozen.append(FrozenGroup(members, "no other legal layout is smaller"))
+        else:
+            free.append(FreeGroup(members, candidates, links))
+    return CandidateSpace(scope, tuple(free), tuple(frozen))

@@ -68,3 +68,62 @@ def test_bad_input_is_one_line_exit_2_without_traceback(tmp_path, content, expec
     assert len(process.stderr.splitlines()) == 1
     assert process.stderr.startswith(f"error: {bad}: ") and expected in process.stderr
     assert "Traceback" not in process.stderr
+
+
+def test_optimize_writes_a_checked_plan_and_json_summary(tmp_path):
+    out = tmp_path / "better.json"
+    result = runner.invoke(app, ["optimize", str(REFERENCE), "-o", str(out), "--workers", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["input_raw_peak"] == 367_216
+    assert summary["raw_peak"] == summary["bound"] <= 200_000
+    assert summary["status"] == "optimal"
+    assert runner.invoke(app, ["check", str(out)]).exit_code == 0
+
+
+def test_optimize_table_and_progress(tmp_path):
+    result = runner.invoke(app, ["optimize", str(REFERENCE), "-o", str(tmp_path / "o.json")])
+    assert result.exit_code == 0
+    assert "raw peak (std + il)" in result.stdout and "optimal" in result.stdout
+    assert "objective" in result.stderr and "bound" in result.stderr
+
+
+def test_optimize_never_overwrites_without_force(tmp_path):
+    out = tmp_path / "o.json"
+    out.write_text("precious")
+    result = runner.invoke(app, ["optimize", str(REFERENCE), "-o", str(out)])
+    assert result.exit_code == 2
+    assert "already exists" in result.stderr
+    assert out.read_text() == "precious"
+
+
+def test_optimize_infeasible_exit_3_writes_nothing(tmp_path):
+    out = tmp_path / "o.json"
+    args = ["optimize", str(REFERENCE), "-o", str(out), "--budget", "250000", "--interleaved-budget", "100000"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 3
+    assert "cannot be met at step" in result.stderr and "lowest raw peak" in result.stderr
+    assert not out.exists()
+
+
+def test_optimize_flags_reach_the_library(tmp_path, monkeypatch):
+    seen = {}
+    import ipuplan.cli as cli
+
+    def fake_optimize(plan, **kwargs):
+        seen.update(kwargs)
+        raise cli.IpuplanError("stop here")
+
+    monkeypatch.setattr(cli, "optimize", fake_optimize)
+    args = ["optimize", str(REFERENCE), "-o", str(tmp_path / "o.json"), "--time-limit", "3.5", "--workers", "1",
+            "--seed", "7", "--budget", "500000", "--interleaved-budget", "300000", "--support-reserve", "1000"]
+    assert runner.invoke(app, args).exit_code == 2
+    assert seen["time_limit"] == 3.5 and seen["workers"] == 1 and seen["deterministic"] is True
+    assert (seen["seed"], seen["budget"], seen["interleaved_budget"], seen["support_reserve"]) == (7, 500000, 300000, 1000)
+    assert seen["scope"] == "storage"
+
+
+def test_unknown_scope_is_a_clear_error(tmp_path):
+    result = runner.invoke(app, ["optimize", str(REFERENCE), "-o", str(tmp_path / "o.json"), "--scope", "everything"])
+    assert result.exit_code == 2
+    assert "unknown scope" in result.stderr

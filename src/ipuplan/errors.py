@@ -44,3 +44,7 @@ class InfeasibleBudget(IpuplanError):
     """No layout choice meets the budgets; the message names the budget and step."""
 
     exit_code = 3
+
+
+class BudgetError(IpuplanError, ValueError):
+    """Budgets that contradict each other (e.g. an interleaved budget above the whole budget)."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from ipuplan.errors import InfeasibleBudget
+from ipuplan.errors import BudgetError, InfeasibleBudget
 from ipuplan.estimate import Budgets, Estimate, estimate
 from ipuplan.format import Plan
 from ipuplan.model import (
@@ -72,7 +72,12 @@ def resolve_budgets(plan: Plan, budget: int | None, interleaved_budget: int | No
         plan.support_reserve_bytes if support_reserve is None else support_reserve,
     )
     if min(chosen.budget_bytes, chosen.interleaved_budget_bytes, chosen.support_reserve_bytes) < 0:
-        raise ValueError("budgets must not be negative")
+        raise BudgetError("budgets must not be negative")
+    if chosen.standard_limit < 0:
+        raise BudgetError(
+            f"interleaved budget {chosen.interleaved_budget_bytes:,} exceeds the budget {chosen.budget_bytes:,}: "
+            "no room would be left for standard memory"
+        )
     return chosen
 
 

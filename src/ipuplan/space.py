@@ -12,12 +12,17 @@ from dataclasses import dataclass, replace
 from math import prod
 
 from ipuplan.dataflow import Dataflow, dataflow
+from ipuplan.errors import IpuplanError
 from ipuplan.estimate import ValueBytes, amp_aligned_values, value_bytes
 from ipuplan.format import Plan, Value
 from ipuplan.layout import MEMORY_CLASSES, Layout, format_layout, parse_layout
 from ipuplan.liveness import liveness
 
 SCOPES = ("storage",)
+
+
+class UnknownScope(IpuplanError, ValueError):
+    """A freedom level ipuplan does not offer."""
 MAX_CANDIDATES_PER_CLASS = 48
 
 
@@ -274,7 +279,7 @@ def _scratch_links(
 def candidate_space(plan: Plan, scope: str = "storage") -> CandidateSpace:
     """Free groups with their candidates, and frozen groups with their reasons."""
     if scope not in SCOPES:
-        raise ValueError(f"unknown scope {scope!r}; choose one of {', '.join(SCOPES)}")
+        raise UnknownScope(f"unknown scope {scope!r}; choose one of: {', '.join(SCOPES)}")
     flow = dataflow(plan)
     context = _context(plan)
     free, frozen = [], []

@@ -1,0 +1,102 @@
+"""Issue 3 figures: ipuplan (storage scope) against the input, a greedy baseline and the lower bound.
+
+Run:  .venv/bin/python benchmarks/optimize_reference.py [PLAN ...] [--repeat N]
+
+For each plan it times the whole CLI (`ipuplan optimize IN -o OUT --workers 1`, a fresh
+process, end to end), checks that the output differs from the input only where it must,
+and prints one table row. Deterministic mode is run twice and the outputs compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ipuplan import load_plan
+from ipuplan.baseline import greedy_choice, smallest_candidates_bound, unneeded_changes, usage_of
+from ipuplan.estimate import Budgets, estimate
+from ipuplan.model import step_rows
+from ipuplan.space import candidate_space
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cli_run(plan: Path, output: Path, *extra: str) -> tuple[float, dict]:
+    started = time.perf_counter()
+    process = subprocess.run(
+        [sys.executable, "-m", "ipuplan.cli", "optimize", str(plan), "-o", str(output), "--json", "--force", *extra],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return time.perf_counter() - started, json.loads(process.stdout)
+
+
+def row(plan_path: Path, repeat: int) -> dict:
+    plan = load_plan(plan_path)
+    space = candidate_space(plan)
+    rows = step_rows(plan, space)
+    greedy = usage_of(rows, greedy_choice(space, rows, Budgets.of(plan))).peak
+    with tempfile.TemporaryDirectory() as folder:
+        out_a, out_b = Path(folder, "a.json"), Path(folder, "b.json")
+        walls = []
+        for _ in range(repeat):
+            wall, summary = cli_run(plan_path, out_a, "--workers", "1")
+            walls.append(wall)
+        cli_run(plan_path, out_b, "--workers", "1")
+        digests = {hashlib.sha256(p.read_bytes()).hexdigest() for p in (out_a, out_b)}
+        rewritten = load_plan(out_a)
+    before = estimate(plan)
+    chosen = tuple(next(c for c, cand in enumerate(g.candidates) if cand.layout == rewritten.values[g.members[0]].layout)
+                   for g in space.free)
+    return {
+        "plan": plan_path.name,
+        "values": len(plan.values),
+        "steps": len(plan.steps),
+        "free groups": len(space.free),
+        "candidates": space.candidate_count,
+        "input peak": before.raw_peak,
+        "greedy": greedy,
+        "ipuplan": estimate(rewritten).raw_peak,
+        "lower bound": smallest_candidates_bound(rows),
+        "status": summary["status"],
+        "gap": f"{summary['gap']:.2%}",
+        "values changed": summary["values_changed"],
+        "changes not needed": len(unneeded_changes(space, rows, chosen)),
+        "build s": summary["build_seconds"],
+        "solve s": summary["solve_seconds"],
+        "first sol s": summary["first_solution_seconds"],
+        "end-to-end s (median)": round(sorted(walls)[len(walls) // 2], 2),
+        "deterministic": "yes" if len(digests) == 1 else "NO",
+    }
+
+
+def print_table(rows: list[dict]) -> None:
+    headers = list(rows[0])
+    widths = [max(len(h), *(len(f"{r[h]:,}" if isinstance(r[h], int) else str(r[h])) for r in rows)) for h in headers]
+    print("  ".join(h.rjust(w) for h, w in zip(headers, widths)))
+    for r in rows:
+        cells = [f"{r[h]:,}" if isinstance(r[h], int) else str(r[h]) for h in headers]
+        print("  ".join(c.rjust(w) for c, w in zip(cells, widths)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("plans", nargs="*", type=Path, default=[ROOT / "models" / "vit-so400m-finalist-5.json"])
+    parser.add_argument("--repeat", type=int, default=3, help="end-to-end runs per plan (median reported)")
+    arguments = parser.parse_args()
+    rows = [row(path, arguments.repeat) for path in arguments.plans]
+    print_table(rows)
+    results = ROOT / "benchmarks" / "results"
+    results.mkdir(exist_ok=True)
+    (results / "optimize_reference.json").write_text(json.dumps(rows, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

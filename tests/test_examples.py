@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def run_example(*args: str) -> str:
+    process = subprocess.run(
+        [sys.executable, str(EXAMPLES / "pipeline.py"), *args], capture_output=True, text=True, check=True
+    )
+    return process.stdout
+
+
+def test_pipeline_example_replans_the_reference_plan():
+    out = run_example()
+    assert "raw peak 367,216 -> 198,256 bytes per tile (optimal" in out
+    assert "wrote " in out
+
+
+def test_pipeline_example_reports_a_budget_that_cannot_fit():
+    out = run_example("--budget", "240000", "--interleaved-budget", "100000")
+    assert "does not fit: the " in out and "cannot be met at step" in out and "198,256 bytes" in out

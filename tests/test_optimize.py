@@ -1,0 +1,133 @@
+"""The optimiser on the reference plan: legal, optimal for its scope, minimal, deterministic."""
+
+from __future__ import annotations
+
+import pytest
+
+from ipuplan import InfeasibleBudget, dump_plan
+from ipuplan.baseline import greedy_choice, smallest_candidates_bound, unneeded_changes, usage_of
+from ipuplan.check import check
+from ipuplan.estimate import Budgets, estimate
+from ipuplan.model import SolveStatus, step_rows
+from ipuplan.optimize import optimize
+from ipuplan.rewrite import IllegalRewrite, contract_violations, rewrite
+from ipuplan.space import candidate_space, partition_vectors
+
+
+@pytest.fixture(scope="module")
+def result(reference_plan):
+    return optimize(reference_plan, deterministic=True, time_limit=10)
+
+
+@pytest.fixture(scope="module")
+def space(reference_plan):
+    return candidate_space(reference_plan)
+
+
+def test_emitted_plan_is_legal_and_consistent(reference_plan, result):
+    assert check(result.plan) == []
+    assert contract_violations(reference_plan, result.plan) == []
+
+
+def test_peak_is_proven_optimal_for_the_scope_and_meets_target(result):
+    assert result.status == SolveStatus.OPTIMAL
+    assert result.after.raw_peak == result.solve.peak == result.bound
+    assert result.after.raw_peak <= 200_000 < result.before.raw_peak == 367_216
+    assert result.after.fits_budget
+
+
+def test_solver_peak_equals_independent_estimate(reference_plan, space, result):
+    rows = step_rows(reference_plan, space)
+    assert usage_of(rows, result.solve.choice).peak == estimate(result.plan).raw_peak
+
+
+def test_no_change_without_reason(reference_plan, space, result):
+    rows = step_rows(reference_plan, space)
+    assert result.changes
+    assert unneeded_changes(space, rows, result.solve.choice) == []
+
+
+def test_at_least_as_good_as_greedy_and_bound(reference_plan, space, result):
+    rows = step_rows(reference_plan, space)
+    greedy = usage_of(rows, greedy_choice(space, rows, Budgets.of(reference_plan))).peak
+    assert smallest_candidates_bound(rows) <= result.after.raw_peak <= greedy
+
+
+def test_only_storage_values_change(reference_plan, space, result):
+    free = {m for g in space.free for m in g.members}
+    assert {c.value_id for c in result.changes} <= free
+    changed_names = {c.name for c in result.changes}
+    assert "vit.encoder.layer1.mlp.up.weight" in changed_names
+    for value in reference_plan.values:
+        if value.id not in free:
+            assert result.plan.values[value.id].layout == value.layout
+
+
+def test_frozen_groups_say_why(space):
+    reasons = {m: g.reason for g in space.frozen for m in g.members}
+    assert reasons[136].startswith("read by Gemm at step 12")
+    assert reasons[4].startswith("no reader identified") or "ambiguity" in reasons[4]
+    assert reasons[63].startswith("read by Convert at step 10")  # LocalKernel keeps its input's tiling
+    assert reasons[145].startswith("involved in an ambiguity: step 27")
+    assert all(g.reason for g in space.frozen)
+
+
+def test_bound_members_share_one_layout(space, result):
+    group = next(g for g in space.free if 51 in g.members)
+    assert set(group.members) == {8, 9, 51}
+    assert len({result.plan.values[m].layout for m in group.members}) == 1
+
+
+def test_candidates_are_distinct_shard_sizes_within_the_chip(reference_plan, space):
+    for group in space.free:
+        sizes = [(c.memory_class, c.value_bytes[0].shard_bytes) for c in group.candidates[1:]]
+        assert len(sizes) == len(set(sizes))
+    weight = reference_plan.values[8]
+    vectors = partition_vectors(weight, weight.parsed_layout, reference_plan.tile_count)
+    assert (1, 1) in vectors and (36, 4) in vectors and (216, 4) in vectors
+    assert all(g.candidates[0].layout == reference_plan.values[g.members[0]].layout for g in space.free)
+    assert all(p0 * p1 <= 1472 for p0, p1 in vectors)
+
+
+def test_budget_rows_must_make_sense(reference_plan):
+    with pytest.raises(ValueError, match="interleaved budget"):
+        optimize(reference_plan, budget=420_000, time_limit=1)
+
+
+def test_deterministic_mode_gives_identical_bytes(reference_plan, result):
+    again = optimize(reference_plan, deterministic=True, time_limit=10)
+    assert dump_plan(again.plan) == dump_plan(result.plan)
+
+
+def test_never_worse_reoptimising_returns_input(result):
+    again = optimize(result.plan, deterministic=True, time_limit=5)
+    assert again.changes == ()
+    assert dump_plan(again.plan) == dump_plan(result.plan)
+    assert "unchanged" in again.note
+
+
+def test_infeasible_budget_names_budget_and_step(reference_plan):
+    with pytest.raises(InfeasibleBudget) as caught:
+        optimize(reference_plan, budget=250_000, interleaved_budget=100_000, deterministic=True, time_limit=5)
+    message = str(caught.value)
+    assert "standard budget (150,000 bytes) cannot be met at step" in message
+    assert "lowest raw peak any layout reaches is 198,256 bytes" in message
+
+
+def test_overridden_budget_is_written_and_true(reference_plan):
+    tight = optimize(reference_plan, budget=450_000, interleaved_budget=250_000, deterministic=True, time_limit=5)
+    assert not tight.before.fits_budget
+    assert (tight.plan.budget_bytes, tight.plan.interleaved_budget_bytes) == (450_000, 250_000)
+    assert tight.plan.fits_budget
+    assert check(tight.plan) == []
+
+
+def test_rewrite_refuses_an_illegal_choice(reference_plan, space):
+    group = space.free[0]
+    bogus = group.candidates[1].layout.replace("tile_count: ", "tile_count: 9", 1)
+    broken_candidate = group.candidates[1].__class__(bogus, group.candidates[1].memory_class,
+                                                     group.candidates[1].value_bytes, 0)
+    broken = space.__class__(space.scope, (group.__class__(group.members, (group.candidates[0], broken_candidate),
+                                                             group.scratch),), ())
+    with pytest.raises(IllegalRewrite, match="fails its checks"):
+        rewrite(reference_plan, broken, (1,), Budgets.of(reference_plan))

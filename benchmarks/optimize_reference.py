@@ -21,6 +21,7 @@ from pathlib import Path
 from ipuplan import load_plan
 from ipuplan.baseline import greedy_choice, smallest_candidates_bound, unneeded_changes, usage_of
 from ipuplan.estimate import Budgets, estimate
+from ipuplan.layout import format_layout
 from ipuplan.model import step_rows
 from ipuplan.space import candidate_space
 
@@ -53,7 +54,7 @@ def row(plan_path: Path, repeat: int) -> dict:
         digests = {hashlib.sha256(p.read_bytes()).hexdigest() for p in (out_a, out_b)}
         rewritten = load_plan(out_a)
     before = estimate(plan)
-    chosen = tuple(next(c for c, cand in enumerate(g.candidates) if cand.layout == rewritten.values[g.members[0]].layout)
+    chosen = tuple(next(c for c, cand in enumerate(g.candidates) if format_layout(cand.layout) == rewritten.values[g.members[0]].layout)
                    for g in space.free)
     return {
         "plan": plan_path.name,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from ipuplan import InfeasibleBudget, dump_plan
@@ -11,6 +13,7 @@ from ipuplan.estimate import Budgets, estimate
 from ipuplan.model import SolveStatus, step_rows
 from ipuplan.optimize import optimize
 from ipuplan.rewrite import IllegalRewrite, contract_violations, rewrite
+from ipuplan.layout import format_layout
 from ipuplan.space import candidate_space, partition_vectors
 
 
@@ -83,9 +86,9 @@ def test_candidates_are_distinct_shard_sizes_within_the_chip(reference_plan, spa
         sizes = [(c.memory_class, c.value_bytes[0].shard_bytes) for c in group.candidates[1:]]
         assert len(sizes) == len(set(sizes))
     weight = reference_plan.values[8]
-    vectors = partition_vectors(weight, weight.parsed_layout, reference_plan.tile_count)
+    vectors = partition_vectors(tuple(weight.shape), weight.parsed_layout, reference_plan.tile_count)
     assert (1, 1) in vectors and (36, 4) in vectors and (216, 4) in vectors
-    assert all(g.candidates[0].layout == reference_plan.values[g.members[0]].layout for g in space.free)
+    assert all(format_layout(g.candidates[0].layout) == reference_plan.values[g.members[0]].layout for g in space.free)
     assert all(p0 * p1 <= 1472 for p0, p1 in vectors)
 
 
@@ -124,10 +127,7 @@ def test_overridden_budget_is_written_and_true(reference_plan):
 
 def test_rewrite_refuses_an_illegal_choice(reference_plan, space):
     group = space.free[0]
-    bogus = group.candidates[1].layout.replace("tile_count: ", "tile_count: 9", 1)
-    broken_candidate = group.candidates[1].__class__(bogus, group.candidates[1].memory_class,
-                                                     group.candidates[1].value_bytes, 0)
-    broken = space.__class__(space.scope, (group.__class__(group.members, (group.candidates[0], broken_candidate),
-                                                             group.scratch),), ())
+    bogus = replace(group.candidates[1], layout=replace(group.candidates[1].layout, tile_count=9999))
+    broken = replace(space, free=(replace(group, candidates=(group.candidates[0], bogus)),), frozen=())
     with pytest.raises(IllegalRewrite, match="fails its checks"):
         rewrite(reference_plan, broken, (1,), Budgets.of(reference_plan))

@@ -16,6 +16,7 @@ from ipuplan.format import Plan, Step, Value
 from ipuplan.liveness import Liveness, liveness
 
 BODY_ARGUMENT = " (body argument)"
+INTERMEDIATE_PREFIX = "operation "
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ class GemmFamily:
 class Dataflow:
     steps: tuple[StepFlow, ...]
     inputs: tuple[int, ...]
-    """Program inputs: live at step 0 and written by no step."""
+    """Program inputs: live values written by no step (usually all first live at step 0)."""
     bindings: dict[int, tuple[int, ...]]
     """Body argument -> the values of its group it stands for."""
     ambiguities: tuple[Ambiguity, ...]
@@ -107,6 +108,18 @@ class _Inference:
         self.ambiguities: list[Ambiguity] = []
         self.written_at: dict[int, int] = {}
         self.in_place = self._in_place_results()
+        self.sharing_storage: dict[int, list[int]] = {}
+        for value in plan.values:
+            self.sharing_storage.setdefault(value.root, []).append(value.id)
+
+    def readable(self, step: Step, result: int) -> list[int]:
+        """Values whose storage is live at `step` and that were written before it, except `result`."""
+        return [
+            v
+            for root in step.live
+            for v in self.sharing_storage.get(root, ())
+            if v != result and self.available(v, step.index)
+        ]
 
     def _in_place_results(self) -> dict[int, list[int]]:
         """Step -> never-live values named `operation N result 0`, N = the step's source."""
@@ -148,9 +161,7 @@ class _Inference:
         """The one value a mover step read to make `result`, or None (and an ambiguity)."""
         in_loop = step.execution_count > 1
         values = self.plan.values
-        candidates = [
-            v.id for v in values if v.id != result and same(v, values[result]) and self.available(v.id, step.index)
-        ]
+        candidates = [v for v in self.readable(step, result) if same(values[v], values[result])]
         candidates = self.narrow(
             candidates,
             lambda c: c in self.live.dies_at[step.index],
@@ -168,15 +179,13 @@ class _Inference:
     def suspects(self, step: Step, result: int) -> list[int]:
         """Any available value of the result's precision and rank (or, failing that, any live value)."""
         values = self.plan.values
+        target = values[result]
         alike = [
-            v.id
-            for v in values
-            if v.id != result
-            and v.precision == values[result].precision
-            and len(v.shape) == len(values[result].shape)
-            and self.available(v.id, step.index)
+            v
+            for v in self.readable(step, result)
+            if values[v].precision == target.precision and len(values[v].shape) == len(target.shape)
         ]
-        return alike or list(step.live)
+        return sorted(alike) or list(step.live)
 
     def latest_versions(self, candidates: list[int]) -> list[int]:
         """In-place aliases of one storage are one tensor: keep its most recently written version."""
@@ -189,16 +198,20 @@ class _Inference:
         return sorted(latest.values())
 
     def results(self, step: Step) -> list[int]:
-        born = list(self.live.born_at[step.index])
-        if step.index > 0:
-            return born
-        # Everything is first live at step 0; only a mover's result can be told apart there.
-        dying = set(self.live.dies_at[0])
+        """Values first live at `step` that it writes; the others are program inputs arriving there.
+
+        A value is written by the step where it is first live when it is an intermediate
+        (named `operation N result M ...`) or a conversion of a value dying at that step
+        (same storage group); a named parameter first live there is a program input.
+        """
+        dying = set(self.live.dies_at[step.index])
         values = self.plan.values
+        read_groups = {values[d].storage_group for d in dying}
         return [
             v
-            for v in born
-            if v not in dying and any(values[d].storage_group == values[v].storage_group for d in dying)
+            for v in self.live.born_at[step.index]
+            if values[v].name.startswith(INTERMEDIATE_PREFIX)
+            or (v not in dying and values[v].storage_group in read_groups)
         ]
 
     def flow(self, step: Step) -> StepFlow:
@@ -234,7 +247,7 @@ class _Inference:
     def run(self) -> Dataflow:
         steps = tuple(self.flow(step) for step in self.plan.steps)
         written = {v for flow in steps for v in flow.writes}
-        inputs = tuple(v for v in self.live.born_at[0] if v not in written) if self.plan.steps else ()
+        inputs = tuple(v for born in self.live.born_at for v in born if v not in written)
         families = tuple(self.family(flow, steps) for flow in steps if self.plan.steps[flow.index].parsed_operation.kind == "Gemm")
         return Dataflow(steps, inputs, self.bindings, tuple(self.ambiguities), families)
 

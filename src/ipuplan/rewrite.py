@@ -10,6 +10,7 @@ from ipuplan.check import check
 from ipuplan.errors import IpuplanError
 from ipuplan.estimate import Budgets, estimate
 from ipuplan.format import ClassBytes, Plan
+from ipuplan.layout import format_layout
 from ipuplan.space import CandidateSpace
 
 KEPT_VALUE_FIELDS = ("id", "origin", "root", "name", "group", "storage_group", "precision", "shape", "copies")
@@ -65,7 +66,7 @@ def apply_choice(plan: Plan, space: CandidateSpace, choice: tuple[int, ...]) -> 
         candidate = group.candidates[chosen]
         for member in group.members:
             values[member] = values[member].model_copy(
-                update={"layout": candidate.layout, "memory_class": candidate.memory_class}
+                update={"layout": format_layout(candidate.layout), "memory_class": candidate.memory_class}
             )
         for link in group.scratch:
             shard = candidate.value_bytes[link.member].shard_bytes

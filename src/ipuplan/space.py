@@ -9,26 +9,29 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from math import prod
 
 from ipuplan.dataflow import Dataflow, dataflow
 from ipuplan.errors import IpuplanError
-from ipuplan.estimate import ValueBytes, amp_aligned_values, value_bytes
-from ipuplan.format import Plan, Value
-from ipuplan.layout import MEMORY_CLASSES, Layout, format_layout, parse_layout
+from ipuplan.estimate import ValueBytes, amp_aligned_values, shard_bytes, value_bytes
+from ipuplan.format import Plan
+from ipuplan.layout import MEMORY_CLASSES, Layout, parse_layout
 from ipuplan.liveness import liveness
 
 SCOPES = ("storage",)
 
 
+MAX_CANDIDATES_PER_CLASS = 48
+
+
 class UnknownScope(IpuplanError, ValueError):
     """A freedom level ipuplan does not offer."""
-MAX_CANDIDATES_PER_CLASS = 48
 
 
 @dataclass(frozen=True)
 class Candidate:
-    layout: str
+    layout: Layout
     memory_class: str
     value_bytes: tuple[ValueBytes, ...]
     """Per member of the group, in member order."""
@@ -153,13 +156,13 @@ def partition_options(blocks: int) -> list[int]:
     return options
 
 
-def partition_vectors(value: Value, layout: Layout, tiles: int) -> list[tuple[int, ...]]:
+def partition_vectors(shape: tuple[int, ...], layout: Layout, tiles: int) -> list[tuple[int, ...]]:
     """One partition vector per distinct shard size, the fewest tiles for each, within `tiles`."""
     # shard elements -> (tiles used, vector); built axis by axis so that only distinct sizes survive.
     states: dict[int, tuple[int, tuple[int, ...]]] = {1: (1, ())}
     for axis in layout.axes:
-        dimension = axis.axis.dimension(len(value.shape))
-        size = prod(value.shape) if dimension is None else value.shape[dimension]
+        dimension = axis.axis.dimension(len(shape))
+        size = prod(shape) if dimension is None else shape[dimension]
         blocks = axis.blocks(size)
         grown: dict[int, tuple[int, tuple[int, ...]]] = {}
         for extent, (used, vector) in states.items():
@@ -184,9 +187,9 @@ def placed_strides(layout: Layout, partitions: tuple[int, ...]) -> tuple[int | N
     return tuple(strides)
 
 
-def tiling_signature(value: Value, layout: Layout) -> tuple:
+@lru_cache(maxsize=65536)
+def tiling_signature(rank: int, layout: Layout) -> tuple:
     """How a tensor is cut and placed, independent of replicas and memory class."""
-    rank = len(value.shape)
     return tuple(
         sorted(
             (axis.axis.dimension(rank) if axis.axis.kind != "Linear" else -1, axis.partitions, axis.block_size, axis.tile_stride)
@@ -196,38 +199,53 @@ def tiling_signature(value: Value, layout: Layout) -> tuple:
     )
 
 
-def exchange_cost(plan: Plan, flow: Dataflow, members: tuple[int, ...], layout: Layout) -> int:
+def moved_tensors(plan: Plan, flow: Dataflow, members: tuple[int, ...]) -> list[tuple[int, tuple, int]]:
+    """(member position, other side's tiling, bytes) for every mover step between a member and a non-member."""
+    values = plan.values
+    moved = []
+    for position, member in enumerate(members):
+        logical = prod(values[member].shape) * values[member].element_size
+        for step in (*flow.readers.get(member, ()), *flow.writers.get(member, ())):
+            step_flow = flow.steps[step]
+            others = step_flow.writes if member in step_flow.reads or member in flow.bindings else step_flow.reads
+            for other in others:
+                if other not in members:
+                    other_value = values[other]
+                    moved.append((position, tiling_signature(len(other_value.shape), other_value.parsed_layout), logical))
+    return moved
+
+
+def exchange_cost(plan: Plan, members: tuple[int, ...], moved: list[tuple[int, tuple, int]], layout: Layout) -> int:
     """Bytes the group's mover steps send between tiles if its members take `layout`.
 
     A mover whose other side is cut and placed identically copies locally (0 bytes);
     otherwise every element of the moved tensor is counted as sent. The other side is
     taken at its input layout, which keeps the cost linear in the choice.
     """
-    values = plan.values
-    total = 0
-    for member in members:
-        own = tiling_signature(values[member], layout)
-        for step in (*flow.readers.get(member, ()), *flow.writers.get(member, ())):
-            step_flow = flow.steps[step]
-            others = step_flow.writes if member in step_flow.reads or member in flow.bindings else step_flow.reads
-            for other in others:
-                if other in members:
-                    continue
-                if tiling_signature(values[other], values[other].parsed_layout) != own:
-                    total += prod(values[member].shape) * values[member].element_size
-    return total
+    own = [tiling_signature(len(plan.values[m].shape), layout) for m in members]
+    return sum(size for position, other, size in moved if other != own[position])
 
 
-def _thin(candidates: list[Candidate]) -> list[Candidate]:
-    """At most MAX_CANDIDATES_PER_CLASS per class, spread over the sizes, smallest always kept."""
-    kept = []
-    for memory_class in MEMORY_CLASSES:
-        of_class = sorted((c for c in candidates if c.memory_class == memory_class), key=lambda c: c.value_bytes[0].bytes)
-        if len(of_class) > MAX_CANDIDATES_PER_CLASS:
-            step = len(of_class) / MAX_CANDIDATES_PER_CLASS
-            of_class = [of_class[int(i * step)] for i in range(MAX_CANDIDATES_PER_CLASS)]
-        kept += of_class
-    return kept
+@lru_cache(maxsize=4096)
+def layout_options(layout: Layout, shape: tuple[int, ...], element_size: int, tiles: int) -> tuple[tuple[Layout, int], ...]:
+    """(layout, shard bytes) for each distinct shard size and memory class, at most the input's shard.
+
+    At most MAX_CANDIDATES_PER_CLASS per class, spread over the sizes, the smallest always kept.
+    """
+    original = shard_bytes(shape, element_size, layout)
+    tiled = []
+    for partitions in partition_vectors(shape, layout, tiles):
+        replicas = max(1, min(layout.replicas, tiles // prod(partitions)))
+        option = layout.with_tiling(partitions, placed_strides(layout, partitions), replicas)
+        size = shard_bytes(shape, element_size, option)
+        if size <= original:
+            tiled.append((option, size))
+    tiled.sort(key=lambda pair: pair[1])
+    if len(tiled) > MAX_CANDIDATES_PER_CLASS:
+        stride = len(tiled) / MAX_CANDIDATES_PER_CLASS
+        tiled = [tiled[int(i * stride)] for i in range(MAX_CANDIDATES_PER_CLASS)]
+    options = [(replace(option, memory_class=c), size) for c in MEMORY_CLASSES for option, size in tiled]
+    return tuple((option, size) for option, size in options if option != layout)
 
 
 def candidates_for(plan: Plan, flow: Dataflow, members: tuple[int, ...], aligned: frozenset[int]) -> tuple[Candidate, ...]:
@@ -235,28 +253,15 @@ def candidates_for(plan: Plan, flow: Dataflow, members: tuple[int, ...], aligned
     values = plan.values
     base = values[members[0]]
     layout = parse_layout(base.layout)
+    moved = moved_tensors(plan, flow, members)
 
-    def candidate(new_layout: Layout) -> Candidate:
-        sizes = tuple(value_bytes(values[m], m in aligned, new_layout) for m in members)
-        return Candidate(
-            format_layout(new_layout), new_layout.memory_class, sizes, exchange_cost(plan, flow, members, new_layout)
-        )
+    def candidate(option: Layout) -> Candidate:
+        sizes = tuple(value_bytes(values[m], m in aligned, option) for m in members)
+        return Candidate(option, option.memory_class, sizes, exchange_cost(plan, members, moved, option))
 
-    original = Candidate(
-        base.layout,
-        layout.memory_class,
-        tuple(value_bytes(values[m], m in aligned) for m in members),
-        exchange_cost(plan, flow, members, layout),
-    )
-    found = []
-    for partitions in partition_vectors(base, layout, plan.tile_count):
-        replicas = max(1, min(layout.replicas, plan.tile_count // prod(partitions)))
-        tiled = layout.with_tiling(partitions, placed_strides(layout, partitions), replicas)
-        for memory_class in MEMORY_CLASSES:
-            option = candidate(replace(tiled, memory_class=memory_class))
-            if option.layout != original.layout and option.value_bytes[0].bytes <= original.value_bytes[0].bytes:
-                found.append(option)
-    return (original, *_thin(found))
+    shape = tuple(base.shape)
+    options = layout_options(layout, shape, base.element_size, plan.tile_count)
+    return (candidate(layout), *(candidate(option) for option, _ in options))
 
 
 def _scratch_links(

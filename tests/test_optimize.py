@@ -131,3 +131,12 @@ def test_rewrite_refuses_an_illegal_choice(reference_plan, space):
     broken = replace(space, free=(replace(group, candidates=(group.candidates[0], bogus)),), frozen=())
     with pytest.raises(IllegalRewrite, match="fails its checks"):
         rewrite(reference_plan, broken, (1,), Budgets.of(reference_plan))
+
+
+def test_highs_and_floor_agree_with_cp_sat(reference_plan, space, result):
+    from ipuplan.baseline import absolute_floor, highs_peak
+
+    rows = step_rows(reference_plan, space)
+    mip = highs_peak(space, rows, Budgets.of(reference_plan), time_limit=30)
+    assert mip.status == "optimal" and mip.peak == result.after.raw_peak
+    assert absolute_floor(reference_plan) <= smallest_candidates_bound(rows)

@@ -23,6 +23,7 @@ from ipuplan.errors import IpuplanError, PlanError
 from ipuplan.estimate import estimate
 from ipuplan.format import load_plan, write_plan
 from ipuplan.optimize import optimize
+from ipuplan.synth import repeat_layers, unroll, with_budget_factor, with_scope
 from ipuplan.report import contributors_table, graph_lines, optimize_summary, optimize_table, summary_table
 
 app = typer.Typer(
@@ -135,6 +136,37 @@ def optimize_command(
     if result.note:
         typer.echo(f"note: {result.note}")
     typer.echo(f"wrote {output}")
+
+
+@app.command("synth")
+@one_line_errors
+def synth_command(
+    plan_path: PlanPath,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the synthesised plan.")],
+    layers: Annotated[int | None, typer.Option(min=1, max=1000, help="Run the repeated block N times.")] = None,
+    unroll_copies: Annotated[int | None, typer.Option("--unroll", min=1, max=1000, help="The program K times in a row.")] = None,
+    budget_factor: Annotated[float | None, typer.Option(min=0.01, max=100.0, help="Scale the budgets.")] = None,
+    scope: Annotated[str | None, typer.Option(help="Scope name to write into the plan.")] = None,
+    force: Annotated[bool, typer.Option(help="Overwrite OUTPUT if it exists.")] = False,
+) -> None:
+    """Derive a consistent plan from a real one: more layers, unrolled copies, other budgets."""
+    if not force and output.exists():
+        raise PlanError("already exists; pass --force to overwrite it", source=str(output))
+    plan = load_plan(plan_path)
+    if layers is not None:
+        plan = repeat_layers(plan, layers)
+    if unroll_copies is not None:
+        plan = unroll(plan, unroll_copies)
+    if budget_factor is not None:
+        plan = with_budget_factor(plan, budget_factor)
+    if scope is not None:
+        plan = with_scope(plan, scope)
+    write_plan(plan, output)
+    result = estimate(plan)
+    typer.echo(
+        f"wrote {output}: {len(plan.values)} values, {len(plan.steps)} steps, raw peak {result.raw_peak:,}, "
+        f"fits {'yes' if result.fits_budget else 'no'}"
+    )
 
 
 def _print_progress(phase: str, objective: int, bound: int, elapsed: float) -> None:

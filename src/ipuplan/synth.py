@@ -15,6 +15,7 @@ from bisect import insort
 
 from ipuplan.dataflow import INTERMEDIATE_PREFIX, dataflow
 from ipuplan.estimate import Budgets
+from ipuplan.errors import PlanError
 from ipuplan.format import Plan, Value
 from ipuplan.liveness import liveness
 from ipuplan.rewrite import with_budgets, with_derived_fields
@@ -31,10 +32,10 @@ def repeat_layers(plan: Plan, layers: int) -> Plan:
     """The plan with its repeated block run `layers` times, one set of parameters per layer."""
     repeats = [(s.index, int(m.group(1))) for s in plan.steps if (m := _REPEAT.match(s.operation))]
     if len(repeats) != 1:
-        raise ValueError(f"expected one `Repeat N boundary` step, found {len(repeats)}")
+        raise PlanError(f"expected one `Repeat N boundary` step to repeat layers, found {len(repeats)}")
     repeat_step, current = repeats[0]
-    if layers < 1:
-        raise ValueError("layers must be at least 1")
+    if layers < current:
+        raise PlanError(f"the plan already has {current} layers; ask for at least that many")
     flow = dataflow(plan)
     inputs = set(flow.inputs)
     values = list(plan.values)
@@ -77,7 +78,7 @@ def _renamed(text: str, copy: int, source_shift: int) -> str:
 def unroll(plan: Plan, copies: int) -> Plan:
     """The program `copies` times in a row; copy c's parameters arrive during copy c-1's tail."""
     if copies < 1:
-        raise ValueError("copies must be at least 1")
+        raise PlanError("copies must be at least 1")
     count, length = len(plan.values), len(plan.steps)
     source_shift = max((s.source for s in plan.steps), default=0) + 1
     group_shift = max(v.storage_group for v in plan.values) + 1

@@ -18,6 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from tables import print_table  # noqa: E402
+
 from ipuplan import load_plan
 from ipuplan.baseline import greedy_choice, smallest_candidates_bound, unneeded_changes, usage_of
 from ipuplan.estimate import Budgets, estimate
@@ -76,15 +80,6 @@ def row(plan_path: Path, repeat: int) -> dict:
         "end-to-end s (median)": round(sorted(walls)[len(walls) // 2], 2),
         "deterministic": "yes" if len(digests) == 1 else "NO",
     }
-
-
-def print_table(rows: list[dict]) -> None:
-    headers = list(rows[0])
-    widths = [max(len(h), *(len(f"{r[h]:,}" if isinstance(r[h], int) else str(r[h])) for r in rows)) for h in headers]
-    print("  ".join(h.rjust(w) for h, w in zip(headers, widths)))
-    for r in rows:
-        cells = [f"{r[h]:,}" if isinstance(r[h], int) else str(r[h]) for h in headers]
-        print("  ".join(c.rjust(w) for c, w in zip(cells, widths)))
 
 
 def main() -> None:

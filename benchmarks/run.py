@@ -1,0 +1,135 @@
+"""ipuplan against the input plan, a greedy baseline, HiGHS and the lower bounds, in one run.
+
+Run:  .venv/bin/pip install -e ".[bench]" && .venv/bin/python benchmarks/run.py [--quick]
+
+Table 1, per plan (models/ and synthesised ones): values, steps, candidates, input peak,
+greedy, HiGHS, ipuplan peak, lower bound (every free value at its smallest candidate), the
+absolute floor, gap, build / solve / first-solution times, over several seeds.
+Table 2, scaling: unrolled copies of the reference plan up to 10,000+ values and 5,000+ steps.
+Results: benchmarks/results/run.json and benchmarks/results/scaling.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from tables import print_table  # noqa: E402
+
+from ipuplan import Plan, load_plan, optimize  # noqa: E402
+from ipuplan.baseline import absolute_floor, greedy_choice, highs_peak, smallest_candidates_bound, usage_of  # noqa: E402
+from ipuplan.estimate import Budgets  # noqa: E402
+from ipuplan.model import step_rows  # noqa: E402
+from ipuplan.space import candidate_space  # noqa: E402
+from ipuplan.synth import repeat_layers, unroll, with_budget_factor  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+REFERENCE = ROOT / "models" / "vit-so400m-finalist-5.json"
+
+
+def synthesised(quick: bool) -> list[tuple[str, Plan]]:
+    reference = load_plan(REFERENCE)
+    plans = [("27 layers (budgets x6)", with_budget_factor(repeat_layers(reference, 27), 6.0))]
+    if not quick:
+        plans.append(("27 layers x unroll 4 (budgets x6)", with_budget_factor(unroll(repeat_layers(reference, 27), 4), 6.0)))
+    return plans
+
+
+def compare(name: str, plan: Plan, seeds: int, time_limit: float) -> dict:
+    budgets = Budgets.of(plan)
+    space = candidate_space(plan)
+    rows = step_rows(plan, space)
+    greedy = usage_of(rows, greedy_choice(space, rows, budgets)).peak
+    mip = highs_peak(space, rows, budgets, time_limit)
+    runs = [optimize(plan, time_limit=time_limit, seed=seed, workers=2) for seed in range(seeds)]
+    best = min(runs, key=lambda r: r.after.raw_peak)
+    bound = max(r.bound for r in runs)
+    return {
+        "plan": name,
+        "values": len(plan.values),
+        "steps": len(plan.steps),
+        "candidates": space.candidate_count,
+        "input peak": best.before.raw_peak,
+        "greedy": greedy,
+        "HiGHS": mip.peak,
+        "HiGHS s": round(mip.seconds, 2),
+        "ipuplan": best.after.raw_peak,
+        "worst seed": max(r.after.raw_peak for r in runs),
+        "lower bound": smallest_candidates_bound(rows),
+        "floor": absolute_floor(plan),
+        "status": best.status.value,
+        "gap": f"{(best.after.raw_peak - bound) / best.after.raw_peak:.2%}",
+        "build s": round(statistics.median(r.solve.build_seconds for r in runs), 3),
+        "solve s": round(statistics.median(r.solve.solve_seconds for r in runs), 3),
+        "first sol s": round(statistics.median(r.solve.first_solution_seconds or 0 for r in runs), 3),
+    }
+
+
+def scale_point(copies: int, time_limit: float) -> dict:
+    plan = with_budget_factor(unroll(load_plan(REFERENCE), copies), 1.5)
+    started = time.perf_counter()
+    result = optimize(plan, time_limit=time_limit, workers=2)
+    total = time.perf_counter() - started
+    return {
+        "copies": copies,
+        "values": len(plan.values),
+        "steps": len(plan.steps),
+        "free groups": result.free_groups,
+        "candidates": result.candidates,
+        "steps in model": result.solve.steps_kept,
+        "peak": result.after.raw_peak,
+        "bound": result.bound,
+        "gap": f"{(result.after.raw_peak - result.bound) / result.after.raw_peak:.2%}",
+        "status": result.status.value,
+        "build s": round(result.solve.build_seconds, 2),
+        "solve s": round(result.solve.solve_seconds, 2),
+        "total s": round(total, 2),
+    }
+
+
+def plot(scaling: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(7, 4))
+    values = [row["values"] for row in scaling]
+    for key in ("build s", "solve s", "total s"):
+        axis.plot(values, [row[key] for row in scaling], marker="o", label=key.replace(" s", ""))
+    axis.set_xlabel("values in the plan (steps = 0.66 x values)")
+    axis.set_ylabel("seconds")
+    axis.set_title("ipuplan optimize, storage scope, 2-core machine")
+    axis.grid(True, alpha=0.3)
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer seeds and scaling points")
+    parser.add_argument("--time-limit", type=float, default=60.0)
+    arguments = parser.parse_args()
+    seeds = 2 if arguments.quick else 3
+    named = [(p.stem, load_plan(p)) for p in sorted((ROOT / "models").glob("*.json"))] + synthesised(arguments.quick)
+    plans = [compare(name, plan, seeds, arguments.time_limit) for name, plan in named]
+    print_table(plans, f"ipuplan vs baselines (storage scope, {seeds} seeds, raw peak bytes per tile)")
+    copies = [1, 4, 16] if arguments.quick else [1, 4, 16, 32, 57, 76]
+    scaling = [scale_point(k, arguments.time_limit) for k in copies]
+    print_table(scaling, "scaling: unrolled copies of the reference plan (budgets x1.5)")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "run.json").write_text(json.dumps({"plans": plans, "scaling": scaling}, indent=2) + "\n")
+    plot(scaling, RESULTS / "scaling.png")
+    print(f"\nwrote {RESULTS / 'run.json'} and {RESULTS / 'scaling.png'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,27 @@
+"""Plain-text tables for benchmark output (numbers right-aligned, thousands separated)."""
+
+from __future__ import annotations
+
+
+def cell(value: object) -> str:
+    if isinstance(value, bool) or value is None:
+        return "-" if value is None else ("yes" if value else "no")
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value)
+
+
+def print_table(rows: list[dict], title: str = "") -> None:
+    if title:
+        print(f"\n{title}")
+    if not rows:
+        print("(no rows)")
+        return
+    headers = list(rows[0])
+    cells = [[cell(row[h]) for h in headers] for row in rows]
+    widths = [max(len(h), *(len(line[i]) for line in cells)) for i, h in enumerate(headers)]
+    print("  ".join(h.rjust(w) for h, w in zip(headers, widths)))
+    for line in cells:
+        print("  ".join(c.rjust(w) for c, w in zip(line, widths)))

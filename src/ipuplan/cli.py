@@ -1,7 +1,7 @@
 """The `ipuplan` command: a thin typer layer over the library.
 
 Exit codes: 0 success, 1 `check` found mismatches, 2 bad input, 3 infeasible budgets,
-70 internal error (set IPUPLAN_DEBUG=1 for the traceback).
+4 `explore` finished but some plans failed, 70 internal error (IPUPLAN_DEBUG=1 shows the traceback).
 """
 
 from __future__ import annotations
@@ -22,9 +22,17 @@ from ipuplan.dataflow import dataflow
 from ipuplan.errors import IpuplanError, PlanError
 from ipuplan.estimate import estimate
 from ipuplan.format import load_plan, write_plan
+from ipuplan.explore import explore, summary_rows
 from ipuplan.optimize import optimize
 from ipuplan.synth import repeat_layers, unroll, with_budget_factor, with_scope
-from ipuplan.report import contributors_table, graph_lines, optimize_summary, optimize_table, summary_table
+from ipuplan.report import (
+    contributors_table,
+    explore_table,
+    graph_lines,
+    optimize_summary,
+    optimize_table,
+    summary_table,
+)
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -32,7 +40,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="Re-plan the tensor layouts of an IPU memory plan with CP-SAT.",
 )
-stdout = Console(highlight=False)
+stdout = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 
 PlanPath = Annotated[Path, typer.Argument(help="Plan JSON file written by the compiler.", show_default=False)]
 
@@ -167,6 +175,56 @@ def synth_command(
         f"wrote {output}: {len(plan.values)} values, {len(plan.steps)} steps, raw peak {result.raw_peak:,}, "
         f"fits {'yes' if result.fits_budget else 'no'}"
     )
+
+
+@app.command("explore")
+@one_line_errors
+def explore_command(
+    plans: Annotated[list[Path], typer.Argument(help="Plan files or directories of plans.", show_default=False)],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Directory for the rewritten plans and summaries.")],
+    jobs: Annotated[int, typer.Option(min=1, help="Plans optimised at once (solver workers x jobs <= cores).")] = 1,
+    time_limit: Annotated[float, typer.Option(min=0.1, help="Seconds per plan.")] = 10.0,
+    budget: Annotated[int | None, typer.Option(min=0, max=2**40, help="Override budget_bytes for every plan.")] = None,
+    interleaved_budget: Annotated[int | None, typer.Option(min=0, max=2**40, help="Override interleaved_budget_bytes.")] = None,
+    support_reserve: Annotated[int | None, typer.Option(min=0, max=2**40, help="Override support_reserve_bytes.")] = None,
+    scope: Annotated[str, typer.Option(help="Freedom level: storage.")] = "storage",
+    force: Annotated[bool, typer.Option(help="Redo plans whose outputs are up to date.")] = False,
+    executor: Annotated[str, typer.Option(help="local (processes) or ray (needs ipuplan[ray]).")] = "local",
+    address: Annotated[str | None, typer.Option(help="Ray cluster address (default: start a local instance).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the ranked rows as JSON.")] = False,
+) -> None:
+    """Optimise every plan, write each to OUTPUT, rank them; exit 4 if some plans failed (see their rows)."""
+    started = time.perf_counter()
+    rows = explore(
+        plans,
+        output,
+        jobs=jobs,
+        time_limit=time_limit,
+        budget=budget,
+        interleaved_budget=interleaved_budget,
+        support_reserve=support_reserve,
+        scope=scope,
+        force=force,
+        executor=executor,
+        address=address,
+        on_row=None if as_json else _print_row_done,
+    )
+    if as_json:
+        typer.echo(json.dumps(summary_rows(rows), indent=2))
+    else:
+        stdout.print(explore_table(rows))
+        for rank, row in enumerate(rows, 1):
+            if row.error:
+                where = "" if row.error.startswith(row.input) else f"{row.input}: "
+                typer.echo(f"  #{rank} {where}{row.error}")
+        typer.echo(f"{len(rows)} plans in {time.perf_counter() - started:.2f} s; summaries in {output}")
+    if not all(row.succeeded for row in rows):
+        raise typer.Exit(4)
+
+
+def _print_row_done(row) -> None:
+    what = "up to date" if row.skipped else row.status
+    typer.echo(f"  {row.input}: {what} ({row.seconds:.2f} s)", err=True)
 
 
 def _print_progress(phase: str, objective: int, bound: int, elapsed: float) -> None:

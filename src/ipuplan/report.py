@@ -150,3 +150,26 @@ def optimize_summary(result, source: str, output: str | None) -> dict:
             "support_reserve_bytes": result.budgets.support_reserve_bytes,
         },
     }
+
+
+def explore_table(rows) -> Table:
+    """The ranked exploration: best optimised peak first, failures last with their reason."""
+    table = Table(title="ipuplan explore: ranked by optimised raw peak")
+    headers = ("#", "scope", "input peak", "optimised", "reduction", "fits before", "fits after", "status", "gap", "time")
+    for name in headers:
+        table.add_column(name, justify="left" if name in ("scope", "status") else "right")
+    for rank, row in enumerate(rows, 1):
+        status = row.status + (" (up to date)" if row.skipped else "")
+        table.add_row(
+            str(rank),
+            row.scope,
+            "-" if row.input_peak is None else f"{row.input_peak:,}",
+            "-" if row.optimized_peak is None else f"{row.optimized_peak:,}",
+            _percent(row.reduction),
+            "-" if row.fits_before is None else _yes(row.fits_before),
+            "-" if row.fits_after is None else _yes(row.fits_after),
+            status,
+            _percent(row.gap),
+            f"{row.seconds:.2f} s",
+        )
+    return table

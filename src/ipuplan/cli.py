@@ -22,7 +22,9 @@ from ipuplan.dataflow import dataflow
 from ipuplan.errors import IpuplanError, PlanError
 from ipuplan.estimate import estimate
 from ipuplan.format import load_plan, write_plan
+from ipuplan.diff import diff_lines, diff_plans
 from ipuplan.explore import explore, summary_rows
+from ipuplan.page import render_html, render_png
 from ipuplan.optimize import optimize
 from ipuplan.synth import repeat_layers, unroll, with_budget_factor, with_scope
 from ipuplan.report import (
@@ -220,6 +222,42 @@ def explore_command(
         typer.echo(f"{len(rows)} plans in {time.perf_counter() - started:.2f} s; summaries in {output}")
     if not all(row.succeeded for row in rows):
         raise typer.Exit(4)
+
+
+@app.command("report")
+@one_line_errors
+def report_command(
+    plan_path: PlanPath,
+    output: Annotated[Path, typer.Option("--output", "-o", help="The HTML page to write (self-contained).")],
+    against: Annotated[Path | None, typer.Option(help="A second plan whose timeline is overlaid.")] = None,
+    png: Annotated[Path | None, typer.Option(help="Also write the timeline as a PNG (needs ipuplan[plot]).")] = None,
+    force: Annotated[bool, typer.Option(help="Overwrite existing outputs.")] = False,
+) -> None:
+    """An HTML page: usage timeline with budgets and the peak, and the anatomy of the peak step."""
+    for target in (output, png):
+        if target is not None and target.exists() and not force:
+            raise PlanError("already exists; pass --force to overwrite it", source=str(target))
+    plan = load_plan(plan_path)
+    other = load_plan(against) if against is not None else None
+    temporary = output.with_name(f".{output.name}.tmp")
+    label = str(against) if against is not None else ""
+    temporary.write_text(render_html(plan, other, label), encoding="utf-8")
+    temporary.replace(output)
+    typer.echo(f"wrote {output}")
+    if png is not None:
+        render_png(plan, str(png), other, label)
+        typer.echo(f"wrote {png}")
+
+
+@app.command("diff")
+@one_line_errors
+def diff_command(
+    old: Annotated[Path, typer.Argument(help="The first plan (e.g. the compiler's).", show_default=False)],
+    new: Annotated[Path, typer.Argument(help="The second plan (e.g. ipuplan's).", show_default=False)],
+) -> None:
+    """Per changed value: partitions, strides, class and bytes; per changed operation: its text; the peak change."""
+    for line in diff_lines(diff_plans(load_plan(old), load_plan(new))):
+        typer.echo(line)
 
 
 def _print_row_done(row) -> None:

@@ -1,0 +1,195 @@
+"""A self-contained HTML report of a plan (inline SVG, no scripts, no network), and a PNG.
+
+The timeline shows standard and interleaved usage per step (scratch included, and also
+drawn on its own), the budget lines and the peak step; the anatomy lists what is live at
+the peak step, with bytes and whether the optimiser may move it (and why not).
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+from ipuplan.estimate import Budgets, Estimate, estimate
+from ipuplan.format import Plan
+from ipuplan.layout import STANDARD
+from ipuplan.space import candidate_space
+
+WIDTH, HEIGHT, MARGIN = 960, 360, 60
+COLOURS = {"standard": "#1f77b4", "interleaved": "#ff7f0e", "total": "#2ca02c", "scratch": "#9467bd",
+           "against": "#d62728", "budget": "#555555"}
+
+
+@dataclass(frozen=True)
+class Series:
+    label: str
+    points: tuple[int, ...]
+    colour: str
+    dashed: bool = False
+
+
+def timeline_series(plan: Plan, result: Estimate) -> list[Series]:
+    scratch = tuple(s.scratch.standard + s.scratch.interleaved for s in plan.steps)
+    total = tuple(a + b for a, b in zip(result.standard, result.interleaved))
+    return [
+        Series("standard", result.standard, COLOURS["standard"]),
+        Series("interleaved", result.interleaved, COLOURS["interleaved"]),
+        Series("standard + interleaved", total, COLOURS["total"]),
+        Series("scratch", scratch, COLOURS["scratch"]),
+    ]
+
+
+def budget_lines(budgets: Budgets) -> list[tuple[str, int]]:
+    return [
+        ("standard limit", budgets.standard_limit),
+        ("interleaved budget", budgets.interleaved_budget_bytes),
+        ("total limit (budget - support reserve)", budgets.total_limit),
+    ]
+
+
+def _svg(series: list[Series], budgets: list[tuple[str, int]], peak_step: int, peak: int, steps: int) -> str:
+    top = max([max(s.points, default=0) for s in series] + [b for _, b in budgets] + [1]) * 1.05
+    span = max(steps - 1, 1)
+
+    def x(step: float) -> float:
+        return MARGIN + (WIDTH - 2 * MARGIN) * step / span
+
+    def y(value: float) -> float:
+        return HEIGHT - MARGIN + -(HEIGHT - 2 * MARGIN) * value / top
+
+    parts = [f'<svg id="timeline" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
+             f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="per-step usage timeline">',
+             f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>']
+    for fraction in (0, 0.25, 0.5, 0.75, 1.0):
+        value = top * fraction
+        parts.append(f'<line x1="{MARGIN}" x2="{WIDTH - MARGIN}" y1="{y(value):.1f}" y2="{y(value):.1f}" stroke="#eee"/>')
+        parts.append(f'<text x="{MARGIN - 6}" y="{y(value) + 4:.1f}" font-size="10" text-anchor="end">'
+                     f'{value / 1024:,.0f} KiB</text>')
+    for label, value in budgets:
+        parts.append(f'<line class="budget" x1="{MARGIN}" x2="{WIDTH - MARGIN}" y1="{y(value):.1f}" y2="{y(value):.1f}" '
+                     f'stroke="{COLOURS["budget"]}" stroke-dasharray="6 4"><title>{html.escape(label)}: {value:,} B</title></line>')
+        parts.append(f'<text x="{WIDTH - MARGIN}" y="{y(value) - 3:.1f}" font-size="10" text-anchor="end" '
+                     f'fill="{COLOURS["budget"]}">{html.escape(label)}</text>')
+    for item in series:
+        points = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(item.points))
+        dash = ' stroke-dasharray="3 3"' if item.dashed else ""
+        parts.append(f'<polyline class="series" data-label="{html.escape(item.label)}" fill="none" '
+                     f'stroke="{item.colour}" stroke-width="1.6"{dash} points="{points}"/>')
+    parts.append(f'<line id="peak-marker" x1="{x(peak_step):.1f}" x2="{x(peak_step):.1f}" y1="{MARGIN / 2}" '
+                 f'y2="{HEIGHT - MARGIN}" stroke="black" stroke-width="1"/>')
+    parts.append(f'<text x="{x(peak_step) + 4:.1f}" y="{MARGIN / 2 + 10}" font-size="11">peak {peak:,} B at step {peak_step}</text>')
+    parts.append(f'<text x="{WIDTH / 2}" y="{HEIGHT - 20}" font-size="11" text-anchor="middle">step</text>')
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def _legend(series: list[Series]) -> str:
+    items = "".join(
+        f'<span class="key"><span class="swatch" style="background:{s.colour}"></span>{html.escape(s.label)}</span>'
+        for s in series
+    )
+    return f'<div class="legend">{items}</div>'
+
+
+def anatomy_rows(plan: Plan, result: Estimate, step_index: int) -> list[tuple[int, str, str, int, str]]:
+    """(value id, name, class, bytes, free or frozen reason) for every value live at the step, largest first."""
+    space = candidate_space(plan)
+    status = {m: "free" for g in space.free for m in g.members}
+    status.update({m: f"frozen: {g.reason}" for g in space.frozen for m in g.members})
+    live = sorted(plan.steps[step_index].live, key=lambda v: (-result.values[v].bytes, v))
+    return [
+        (v, plan.values[v].name, "standard" if plan.values[v].memory_class == STANDARD else "interleaved",
+         result.values[v].bytes, status.get(v, "frozen"))
+        for v in live
+    ]
+
+
+def against_series(against: Plan, label: str) -> Series:
+    other = estimate(against)
+    return Series(f"against {label} (std + il)", tuple(a + b for a, b in zip(other.standard, other.interleaved)),
+                  COLOURS["against"], True)
+
+
+def render_html(plan: Plan, against: Plan | None = None, against_label: str = "", title: str = "") -> str:
+    """The whole report page as one string."""
+    result = estimate(plan)
+    series = timeline_series(plan, result)
+    if against is not None:
+        series.append(against_series(against, against_label or against.scope))
+    peak_step = result.total_peak_step
+    svg = _svg(series, budget_lines(Budgets.of(plan)), peak_step, result.raw_peak, len(plan.steps))
+    rows = anatomy_rows(plan, result, peak_step) if plan.steps else []
+    step = plan.steps[peak_step] if plan.steps else None
+    scratch = (step.scratch.standard + step.scratch.interleaved) if step else 0
+    body_rows = "\n".join(
+        f"<tr><td>{v}</td><td>{html.escape(name)}</td><td>{cls}</td><td class='n'>{size:,}</td>"
+        f"<td class='{'free' if state == 'free' else 'frozen'}'>{html.escape(state)}</td></tr>"
+        for v, name, cls, size, state in rows
+    )
+    comparison = ""
+    if against is not None:
+        other = estimate(against)
+        comparison = (f"<p id='comparison'>against <b>{html.escape(against_label or against.scope)}</b>: "
+                      f"raw peak {other.raw_peak:,} B "
+                      f"at step {other.total_peak_step} ({result.raw_peak - other.raw_peak:+,} B here)</p>")
+    heading = html.escape(title or f"ipuplan report: {plan.scope}")
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{heading}</title>
+<style>
+body {{ font-family: sans-serif; margin: 24px; color: #222; }}
+table {{ border-collapse: collapse; font-size: 13px; }} td, th {{ padding: 3px 8px; border-bottom: 1px solid #ddd; }}
+td.n {{ text-align: right; font-variant-numeric: tabular-nums; }} td.free {{ color: #2a7a2a; }} td.frozen {{ color: #777; }}
+.legend {{ margin: 6px 0 16px; font-size: 13px; }} .key {{ margin-right: 16px; }}
+.swatch {{ display: inline-block; width: 12px; height: 12px; margin-right: 4px; vertical-align: middle; }}
+</style></head>
+<body>
+<h1>{heading}</h1>
+<p id="summary">{len(plan.values)} values, {len(plan.steps)} steps. Raw peak <b>{result.raw_peak:,} B</b> per tile at
+step <b id="peak-step">{peak_step}</b>; standard peak {result.peak.standard:,} B (with exchange rows), interleaved peak
+{result.peak.interleaved:,} B, effective peak {result.effective_peak_bytes:,} B of {plan.budget_bytes:,} B;
+fits budget: <b>{'yes' if result.fits_budget else 'no'}</b>.</p>
+{comparison}
+<h2>Usage per step</h2>
+{svg}
+{_legend(series)}
+<h2>Anatomy of the peak step {peak_step}{': ' + html.escape(step.operation) if step else ''}</h2>
+<p>{len(rows)} live values and {scratch:,} B of scratch; free values are those the storage scope may re-lay out.</p>
+<table id="anatomy"><thead><tr><th>value</th><th>name</th><th>class</th><th>bytes</th><th>optimiser</th></tr></thead>
+<tbody>
+{body_rows}
+</tbody></table>
+</body></html>
+"""
+
+
+def render_png(plan: Plan, path: str, against: Plan | None = None, against_label: str = "") -> None:
+    """The timeline as a static image (needs matplotlib: pip install 'ipuplan[plot]')."""
+    try:
+        import matplotlib
+    except ImportError:
+        from ipuplan.errors import IpuplanError
+
+        raise IpuplanError("--png needs matplotlib: pip install 'ipuplan[plot]'") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    result = estimate(plan)
+    series = timeline_series(plan, result)
+    if against is not None:
+        series.append(against_series(against, against_label or against.scope))
+    figure, axis = plt.subplots(figsize=(10, 4))
+    for item in series:
+        axis.plot(item.points, color=item.colour, label=item.label, linestyle="--" if item.dashed else "-", linewidth=1.2)
+    for label, value in budget_lines(Budgets.of(plan)):
+        axis.axhline(value, color=COLOURS["budget"], linestyle=":", linewidth=0.8)
+        axis.annotate(label, (len(plan.steps) - 1, value), fontsize=7, ha="right", va="bottom")
+    axis.axvline(result.total_peak_step, color="black", linewidth=0.8)
+    axis.annotate(f"peak {result.raw_peak:,} B at step {result.total_peak_step}", (result.total_peak_step, result.raw_peak),
+                  fontsize=8, xytext=(4, 4), textcoords="offset points")
+    axis.set_xlabel("step")
+    axis.set_ylabel("bytes per tile")
+    axis.set_title(f"{plan.scope}: usage per step")
+    axis.legend(fontsize=7, loc="upper left")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)

@@ -58,7 +58,7 @@ def row(plan_path: Path, repeat: int) -> dict:
         digests = {hashlib.sha256(p.read_bytes()).hexdigest() for p in (out_a, out_b)}
         rewritten = load_plan(out_a)
     before = estimate(plan)
-    chosen = tuple(next(c for c, cand in enumerate(g.candidates) if format_layout(cand.layout) == rewritten.values[g.members[0]].layout)
+    chosen = tuple(next(c for c, cand in enumerate(g.candidates) if format_layout(cand.layouts[0]) == rewritten.values[g.members[0]].layout)
                    for g in space.free)
     return {
         "plan": plan_path.name,

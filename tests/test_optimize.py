@@ -83,12 +83,12 @@ def test_bound_members_share_one_layout(space, result):
 
 def test_candidates_are_distinct_shard_sizes_within_the_chip(reference_plan, space):
     for group in space.free:
-        sizes = [(c.memory_class, c.value_bytes[0].shard_bytes) for c in group.candidates[1:]]
+        sizes = [(c.classes()[0], c.value_bytes[0].shard_bytes) for c in group.candidates[1:]]
         assert len(sizes) == len(set(sizes))
     weight = reference_plan.values[8]
     vectors = partition_vectors(tuple(weight.shape), weight.parsed_layout, reference_plan.tile_count)
     assert (1, 1) in vectors and (36, 4) in vectors and (216, 4) in vectors
-    assert all(format_layout(g.candidates[0].layout) == reference_plan.values[g.members[0]].layout for g in space.free)
+    assert all(format_layout(g.candidates[0].layouts[0]) == reference_plan.values[g.members[0]].layout for g in space.free)
     assert all(p0 * p1 <= 1472 for p0, p1 in vectors)
 
 
@@ -127,7 +127,7 @@ def test_overridden_budget_is_written_and_true(reference_plan):
 
 def test_rewrite_refuses_an_illegal_choice(reference_plan, space):
     group = space.free[0]
-    bogus = replace(group.candidates[1], layout=replace(group.candidates[1].layout, tile_count=9999))
+    bogus = replace(group.candidates[1], layouts=tuple(replace(x, tile_count=9999) for x in group.candidates[1].layouts))
     broken = replace(space, free=(replace(group, candidates=(group.candidates[0], bogus)),), frozen=())
     with pytest.raises(IllegalRewrite, match="fails its checks"):
         rewrite(reference_plan, broken, (1,), Budgets.of(reference_plan))

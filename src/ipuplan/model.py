@@ -97,7 +97,11 @@ def step_rows(plan: Plan, space: CandidateSpace) -> list[StepRow]:
     group_of = {m: (g, position) for g, group in enumerate(space.free) for position, m in enumerate(group.members)}
     computed = estimate(plan).values
     fixed_bytes = {v.id: (computed[v.id].bytes, v.memory_class == STANDARD) for v in plan.values}
-    links = {(link.step): (g, link) for g, group in enumerate(space.free) for link in group.scratch}
+    scratch_groups: dict[int, list[int]] = {}
+    for g, group in enumerate(space.free):
+        for step in {entry[0] for candidate in group.candidates for entry in candidate.scratch}:
+            scratch_groups.setdefault(step, []).append(g)
+    cache: dict[tuple[int, tuple[int, ...]], tuple[np.ndarray, np.ndarray]] = {}
     rows = []
     for step in plan.steps:
         standard, interleaved = step.scratch.standard, step.scratch.interleaved
@@ -110,27 +114,44 @@ def step_rows(plan: Plan, space: CandidateSpace) -> list[StepRow]:
                 size, is_standard = fixed_bytes[value_id]
                 standard += size if is_standard else 0
                 interleaved += 0 if is_standard else size
-        terms = {g: _group_bytes(space.free[g], positions) for g, positions in live_members.items()}
-        if step.index in links:
-            g, link = links[step.index]
+        terms = {}
+        for g, positions in live_members.items():
+            key = (g, tuple(positions))
+            if key not in cache:
+                cache[key] = _group_bytes(space.free[g], positions)
+            terms[g] = cache[key]
+        if step.index in scratch_groups:
             standard -= step.scratch.standard
             interleaved -= step.scratch.interleaved
-            scratch_std, scratch_il = _scratch_bytes(space.free[g], link)
-            base_std, base_il = terms.get(g, (0, 0))
-            terms[g] = (base_std + scratch_std, base_il + scratch_il)
+            for g in scratch_groups[step.index]:
+                extra_std, extra_il = _scratch_bytes(space.free[g], step.index)
+                base_std, base_il = terms.get(g, (0, 0))
+                terms[g] = (base_std + extra_std, base_il + extra_il)
         rows.append(StepRow(step.index, standard, interleaved, tuple((g, s, i) for g, (s, i) in sorted(terms.items()))))
     return _undominated(rows)
 
 
 def _group_bytes(group: FreeGroup, positions: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    sizes = np.array([sum(c.value_bytes[p].bytes for p in positions) for c in group.candidates], dtype=np.int64)
-    is_standard = np.array([c.memory_class == STANDARD for c in group.candidates])
-    return np.where(is_standard, sizes, 0), np.where(is_standard, 0, sizes)
+    standard = np.zeros(len(group.candidates), dtype=np.int64)
+    interleaved = np.zeros(len(group.candidates), dtype=np.int64)
+    for c, candidate in enumerate(group.candidates):
+        for p in positions:
+            if candidate.layouts[p].memory_class == STANDARD:
+                standard[c] += candidate.value_bytes[p].bytes
+            else:
+                interleaved[c] += candidate.value_bytes[p].bytes
+    return standard, interleaved
 
 
-def _scratch_bytes(group: FreeGroup, link) -> tuple[np.ndarray, np.ndarray]:
-    shards = np.array([c.value_bytes[link.member].shard_bytes for c in group.candidates], dtype=np.int64)
-    return shards * link.standard_ratio, shards * link.interleaved_ratio
+def _scratch_bytes(group: FreeGroup, step: int) -> tuple[np.ndarray, np.ndarray]:
+    """Scratch of `step` under each candidate (a candidate that does not name the step leaves none)."""
+    standard = np.zeros(len(group.candidates), dtype=np.int64)
+    interleaved = np.zeros(len(group.candidates), dtype=np.int64)
+    for c, candidate in enumerate(group.candidates):
+        for index, std, il in candidate.scratch:
+            if index == step:
+                standard[c], interleaved[c] = std, il
+    return standard, interleaved
 
 
 def _undominated(rows: list[StepRow]) -> list[StepRow]:

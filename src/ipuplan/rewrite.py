@@ -59,19 +59,22 @@ def with_derived_fields(plan: Plan) -> Plan:
 
 
 def apply_choice(plan: Plan, space: CandidateSpace, choice: tuple[int, ...]) -> Plan:
-    """New layouts and classes for the chosen candidates; linked scratch keeps its ratio to the shard."""
+    """New layouts, classes, shapes, operation strings and scratch for the chosen candidates."""
     values = list(plan.values)
     steps = list(plan.steps)
     for group, chosen in zip(space.free, choice):
         candidate = group.candidates[chosen]
-        for member in group.members:
-            values[member] = values[member].model_copy(
-                update={"layout": format_layout(candidate.layout), "memory_class": candidate.memory_class}
-            )
-        for link in group.scratch:
-            shard = candidate.value_bytes[link.member].shard_bytes
-            scratch = ClassBytes(standard=shard * link.standard_ratio, interleaved=shard * link.interleaved_ratio)
-            steps[link.step] = steps[link.step].model_copy(update={"scratch": scratch})
+        for position, member in enumerate(group.members):
+            layout = candidate.layouts[position]
+            update = {"layout": format_layout(layout), "memory_class": layout.memory_class}
+            if candidate.shapes:
+                update["shape"] = list(candidate.shapes[position])
+            values[member] = values[member].model_copy(update=update)
+        for step, standard, interleaved in candidate.scratch:
+            scratch = ClassBytes(standard=standard, interleaved=interleaved)
+            steps[step] = steps[step].model_copy(update={"scratch": scratch})
+        for step, text in candidate.operations:
+            steps[step] = steps[step].model_copy(update={"operation": text})
     return plan.model_copy(update={"timeline": plan.timeline.model_copy(update={"values": values, "steps": steps})})
 
 

@@ -31,23 +31,23 @@ class UnknownScope(IpuplanError, ValueError):
 
 @dataclass(frozen=True)
 class Candidate:
-    layout: Layout
-    memory_class: str
-    value_bytes: tuple[ValueBytes, ...]
+    """One way to lay out a group: everything a rewrite needs, and the bytes the model needs."""
+
+    layouts: tuple[Layout, ...]
     """Per member of the group, in member order."""
+    value_bytes: tuple[ValueBytes, ...]
     exchange_bytes: int
-    """Bytes the group's mover steps send between tiles under this layout (see `exchange_cost`)."""
+    """Bytes the group's mover steps send between tiles under this choice (see `exchange_cost`)."""
+    scratch: tuple[tuple[int, int, int], ...] = ()
+    """(step, standard, interleaved): scratch of steps that depend on this choice."""
+    shapes: tuple[tuple[int, ...], ...] = ()
+    """Per member, when the choice changes shapes (a kernel family's partials); empty otherwise."""
+    operations: tuple[tuple[int, str], ...] = ()
+    """(step, operation text) rewritten by this choice (a Gemm's inner_block and output_columns)."""
+    label: str = ""
 
-
-@dataclass(frozen=True)
-class ScratchLink:
-    """A step whose scratch scales with the shard of a free value it writes."""
-
-    step: int
-    member: int
-    """Position of the value in its group's members."""
-    standard_ratio: int
-    interleaved_ratio: int
+    def classes(self) -> tuple[str, ...]:
+        return tuple(layout.memory_class for layout in self.layouts)
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class FreeGroup:
     members: tuple[int, ...]
     candidates: tuple[Candidate, ...]
     """`candidates[0]` is the input layout."""
-    scratch: tuple[ScratchLink, ...]
+    kind: str = "storage"
 
 
 @dataclass(frozen=True)
@@ -248,8 +248,14 @@ def layout_options(layout: Layout, shape: tuple[int, ...], element_size: int, ti
     return tuple((option, size) for option, size in options if option != layout)
 
 
-def candidates_for(plan: Plan, flow: Dataflow, members: tuple[int, ...], aligned: frozenset[int]) -> tuple[Candidate, ...]:
-    """The input layout first, then every distinct smaller-or-equal shard size in each memory class."""
+def candidates_for(
+    plan: Plan, flow: Dataflow, members: tuple[int, ...], aligned: frozenset[int], ratios: list[tuple[int, int, int, int]]
+) -> tuple[Candidate, ...]:
+    """The input layout first, then every distinct smaller-or-equal shard size in each memory class.
+
+    `ratios` are (step, member position, standard, interleaved): scratch that is a whole
+    multiple of a member's shard keeps that multiple.
+    """
     values = plan.values
     base = values[members[0]]
     layout = parse_layout(base.layout)
@@ -257,28 +263,31 @@ def candidates_for(plan: Plan, flow: Dataflow, members: tuple[int, ...], aligned
 
     def candidate(option: Layout) -> Candidate:
         sizes = tuple(value_bytes(values[m], m in aligned, option) for m in members)
-        return Candidate(option, option.memory_class, sizes, exchange_cost(plan, members, moved, option))
+        scratch = tuple(
+            (step, sizes[position].shard_bytes * standard, sizes[position].shard_bytes * interleaved)
+            for step, position, standard, interleaved in ratios
+        )
+        return Candidate((option,) * len(members), sizes, exchange_cost(plan, members, moved, option), scratch)
 
     shape = tuple(base.shape)
     options = layout_options(layout, shape, base.element_size, plan.tile_count)
     return (candidate(layout), *(candidate(option) for option, _ in options))
 
 
-def _scratch_links(
-    plan: Plan, flow: Dataflow, members: tuple[int, ...], input_candidate: Candidate
-) -> tuple[tuple[ScratchLink, ...], str | None]:
-    """Steps whose scratch is a whole multiple of a member's shard (the ratio a rewrite keeps)."""
-    links = []
+def scratch_ratios(plan: Plan, flow: Dataflow, members: tuple[int, ...]) -> tuple[list[tuple[int, int, int, int]], str | None]:
+    """(step, member position, standard ratio, interleaved ratio) for steps whose scratch scales with a member."""
+    ratios = []
     for position, member in enumerate(members):
         for step in flow.writers.get(member, ()):
             scratch = plan.steps[step].scratch
             if scratch.standard == scratch.interleaved == 0:
                 continue
-            shard = input_candidate.value_bytes[position].shard_bytes
+            value = plan.values[member]
+            shard = shard_bytes(value.shape, value.element_size, value.parsed_layout)
             if len(flow.steps[step].writes) != 1 or shard == 0 or scratch.standard % shard or scratch.interleaved % shard:
-                return (), f"scratch of step {step} is not a whole multiple of its result's shard"
-            links.append(ScratchLink(step, position, scratch.standard // shard, scratch.interleaved // shard))
-    return tuple(links), None
+                return [], f"scratch of step {step} is not a whole multiple of its result's shard"
+            ratios.append((step, position, scratch.standard // shard, scratch.interleaved // shard))
+    return ratios, None
 
 
 def candidate_space(plan: Plan, scope: str = "storage") -> CandidateSpace:
@@ -293,12 +302,13 @@ def candidate_space(plan: Plan, scope: str = "storage") -> CandidateSpace:
         if reason is not None:
             frozen.append(FrozenGroup(members, reason))
             continue
-        candidates = candidates_for(plan, flow, members, context.aligned)
-        links, reason = _scratch_links(plan, flow, members, candidates[0])
+        ratios, reason = scratch_ratios(plan, flow, members)
         if reason is not None:
             frozen.append(FrozenGroup(members, reason))
-        elif len(candidates) == 1:
+            continue
+        candidates = candidates_for(plan, flow, members, context.aligned, ratios)
+        if len(candidates) == 1:
             frozen.append(FrozenGroup(members, "no other legal layout is smaller"))
         else:
-            free.append(FreeGroup(members, candidates, links))
+            free.append(FreeGroup(members, candidates))
     return CandidateSpace(scope, tuple(free), tuple(frozen))

@@ -9,6 +9,7 @@ from math import prod
 
 from ipuplan.dataflow import dataflow
 from ipuplan.estimate import Estimate, estimate
+from ipuplan.families import family_problems, recognise_families
 from ipuplan.format import Plan, Value
 from ipuplan.layout import Layout
 
@@ -99,6 +100,16 @@ def _top_level_mismatches(plan: Plan, result: Estimate) -> list[Mismatch]:
     return found
 
 
+def _family_mismatches(plan: Plan) -> list[Mismatch]:
+    """Gemm families whose layouts, operation string or Sum scratch disagree with one split."""
+    families, _ = recognise_families(plan, dataflow(plan))
+    return [
+        Mismatch(f"step {family.gemm_step}", "Gemm family", "inconsistent", problem)
+        for family in families
+        for problem in family_problems(plan, family)
+    ]
+
+
 def check(plan: Plan) -> list[Mismatch]:
     """Every place where the plan disagrees with its own estimate or breaks a layout rule."""
     result = estimate(plan)
@@ -111,5 +122,6 @@ def check(plan: Plan) -> list[Mismatch]:
             if stored != computed[step.index]:
                 found.append(Mismatch(f"step {step.index}", f"usage.{cls}", stored, computed[step.index]))
     found += _scratch_mismatches(plan, result)
+    found += _family_mismatches(plan)
     found += _top_level_mismatches(plan, result)
     return found

@@ -11,9 +11,10 @@ from ipuplan.errors import IpuplanError
 from ipuplan.estimate import Budgets, estimate
 from ipuplan.format import ClassBytes, Plan
 from ipuplan.layout import format_layout
+from ipuplan.liveness import liveness
 from ipuplan.space import CandidateSpace
 
-KEPT_VALUE_FIELDS = ("id", "origin", "root", "name", "group", "storage_group", "precision", "shape", "copies")
+KEPT_VALUE_FIELDS = ("id", "origin", "root", "name", "group", "storage_group", "precision", "copies")
 KEPT_STEP_FIELDS = ("index", "source", "execution_count", "live")
 
 
@@ -79,14 +80,22 @@ def apply_choice(plan: Plan, space: CandidateSpace, choice: tuple[int, ...]) -> 
 
 
 def contract_violations(before: Plan, after: Plan) -> list[str]:
-    """Where `after` breaks the output contract relative to `before` (REPLAN.md)."""
+    """Where `after` breaks the output contract relative to `before` (REPLAN.md).
+
+    Kept: top-level keys, every value's identity, precision and shape (a Gemm's partials
+    may change their leading pK), every step's index, source, execution count, live set and
+    operation kind (a Gemm's numbers may change; `check` proves them consistent).
+    """
     found = []
     if list(before.model_dump(by_alias=True)) != list(after.model_dump(by_alias=True)):
         found.append("top-level keys differ")
     if len(before.values) != len(after.values) or len(before.steps) != len(after.steps):
         return [*found, "number of values or steps differs"]
+    gemm_results = {v for step in before.steps if step.parsed_operation.kind == "Gemm" for v in liveness(before).born_at[step.index]}
     for old, new in zip(before.values, after.values):
         found += [f"value {old.id}: {f} changed" for f in KEPT_VALUE_FIELDS if getattr(old, f) != getattr(new, f)]
+        if old.shape != new.shape and not (old.id in gemm_results and old.shape[1:] == new.shape[1:]):
+            found.append(f"value {old.id}: shape changed (only a Gemm's partials may change their pK)")
     for old, new in zip(before.steps, after.steps):
         found += [f"step {old.index}: {f} changed" for f in KEPT_STEP_FIELDS if getattr(old, f) != getattr(new, f)]
         if old.parsed_operation.kind != new.parsed_operation.kind:

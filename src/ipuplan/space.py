@@ -19,7 +19,7 @@ from ipuplan.format import Plan
 from ipuplan.layout import MEMORY_CLASSES, Layout, parse_layout
 from ipuplan.liveness import liveness
 
-SCOPES = ("storage",)
+SCOPES = ("storage", "kernels")
 
 
 MAX_CANDIDATES_PER_CLASS = 48
@@ -99,7 +99,14 @@ def layout_groups(plan: Plan, flow: Dataflow) -> list[tuple[int, ...]]:
     return [tuple(members) for members in groups.values()]
 
 
-def _freeze_reason(plan: Plan, flow: Dataflow, members: tuple[int, ...], context: _Context) -> str | None:
+def freeze_reason(
+    plan: Plan, flow: Dataflow, members: tuple[int, ...], context: Context, kernel_steps: frozenset[int] = frozenset()
+) -> str | None:
+    """Why a layout group must keep its layout, or None.
+
+    Movers may read and write it; so may `kernel_steps`, the steps of a Gemm family that
+    re-lays out the group together with its kernels.
+    """
     values = plan.values
     if len({values[m].layout for m in members}) > 1:
         return "members (aliases or bound layers) have different layouts"
@@ -114,21 +121,21 @@ def _freeze_reason(plan: Plan, flow: Dataflow, members: tuple[int, ...], context
         return "no reader identified (a kernel may read it without it dying there)"
     for step in readers + writers:
         operation = plan.steps[step].parsed_operation
-        if not operation.is_mover:
+        if not operation.is_mover and step not in kernel_steps:
             role = "read" if step in readers else "written"
             return f"{role} by {operation.kind} at step {step}"
-    if any(m in context.aligned for m in members):
+    if not kernel_steps and any(m in context.aligned for m in members):
         return "AMP-aligned Gemm operand"
     return None
 
 
 @dataclass(frozen=True)
-class _Context:
+class Context:
     unknown_steps_of: dict[int, tuple[int, ...]]
     aligned: frozenset[int]
 
 
-def _context(plan: Plan) -> _Context:
+def analysis_context(plan: Plan) -> Context:
     unknown: dict[int, list[int]] = defaultdict(list)
     for step in plan.steps:
         if not step.parsed_operation.is_known:
@@ -137,7 +144,7 @@ def _context(plan: Plan) -> _Context:
     by_root: dict[int, tuple[int, ...]] = {}
     for value in plan.values:
         by_root[value.id] = tuple(unknown.get(value.root, ()))
-    return _Context(by_root, amp_aligned_values(plan, liveness(plan)))
+    return Context(by_root, amp_aligned_values(plan, liveness(plan)))
 
 
 def partition_options(blocks: int) -> list[int]:
@@ -215,14 +222,16 @@ def moved_tensors(plan: Plan, flow: Dataflow, members: tuple[int, ...]) -> list[
     return moved
 
 
-def exchange_cost(plan: Plan, members: tuple[int, ...], moved: list[tuple[int, tuple, int]], layout: Layout) -> int:
-    """Bytes the group's mover steps send between tiles if its members take `layout`.
+def exchange_cost(
+    plan: Plan, members: tuple[int, ...], moved: list[tuple[int, tuple, int]], layouts: tuple[Layout, ...]
+) -> int:
+    """Bytes the group's mover steps send between tiles if its members take `layouts`.
 
     A mover whose other side is cut and placed identically copies locally (0 bytes);
     otherwise every element of the moved tensor is counted as sent. The other side is
     taken at its input layout, which keeps the cost linear in the choice.
     """
-    own = [tiling_signature(len(plan.values[m].shape), layout) for m in members]
+    own = [tiling_signature(len(plan.values[m].shape), layout) for m, layout in zip(members, layouts)]
     return sum(size for position, other, size in moved if other != own[position])
 
 
@@ -267,7 +276,8 @@ def candidates_for(
             (step, sizes[position].shard_bytes * standard, sizes[position].shard_bytes * interleaved)
             for step, position, standard, interleaved in ratios
         )
-        return Candidate((option,) * len(members), sizes, exchange_cost(plan, members, moved, option), scratch)
+        layouts = (option,) * len(members)
+        return Candidate(layouts, sizes, exchange_cost(plan, members, moved, layouts), scratch)
 
     shape = tuple(base.shape)
     options = layout_options(layout, shape, base.element_size, plan.tile_count)
@@ -295,10 +305,21 @@ def candidate_space(plan: Plan, scope: str = "storage") -> CandidateSpace:
     if scope not in SCOPES:
         raise UnknownScope(f"unknown scope {scope!r}; choose one of: {', '.join(SCOPES)}")
     flow = dataflow(plan)
-    context = _context(plan)
+    context = analysis_context(plan)
     free, frozen = [], []
-    for members in layout_groups(plan, flow):
-        reason = _freeze_reason(plan, flow, members, context)
+    groups = layout_groups(plan, flow)
+    claimed: set[int] = set()
+    if scope == "kernels":
+        from ipuplan.kernels import kernel_groups
+
+        kernel_free, kernel_frozen = kernel_groups(plan, flow, context, groups)
+        free += kernel_free
+        frozen += kernel_frozen
+        claimed = {m for group in (*kernel_free, *kernel_frozen) for m in group.members}
+    for members in groups:
+        if claimed.intersection(members):
+            continue
+        reason = freeze_reason(plan, flow, members, context)
         if reason is not None:
             frozen.append(FrozenGroup(members, reason))
             continue

@@ -1,0 +1,232 @@
+"""The kernel scope: each Gemm family re-split as one unit (pK, pM, pN).
+
+Candidates per family are splits whose every member layout is derived by `families.derive`
+(so they are consistent by construction), pruned to the Pareto front of their members'
+bytes, the input's own split always first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ipuplan.dataflow import Dataflow
+from ipuplan.estimate import GRANULE, value_bytes
+from ipuplan.families import KernelFamily, Split, derive, inner_block_granule, recognise_families, current_split
+from ipuplan.format import Plan
+from ipuplan.space import (
+    Candidate,
+    Context,
+    FreeGroup,
+    FrozenGroup,
+    exchange_cost,
+    freeze_reason,
+    moved_tensors,
+    partition_options,
+    scratch_ratios,
+)
+
+MAX_SPLITS = 96
+
+
+def _divisors(number: int) -> list[int]:
+    return [d for d in range(1, number + 1) if number % d == 0]
+
+
+class _Sizer:
+    """Bytes of each family member under a split, by the estimate's arithmetic, without building layouts."""
+
+    def __init__(self, plan: Plan, family: KernelFamily, aligned: frozenset[int]) -> None:
+        self.plan, self.family, self.aligned = plan, family, aligned
+        values = plan.values
+        self.k_dimension = self._dimension_size(family.left, family.left_axes["k"])
+        self.granule = inner_block_granule(plan, family)
+        self.m = self._axis(family.left, family.left_axes["m"])
+        self.n = self._axis(family.right, family.right_axes["n"])
+        self.sum_m = self._axis(family.sum_result, family.sum_axes["m"])
+        self.sum_n = self._axis(family.sum_result, family.sum_axes["n"])
+        self.partial_m = self._axis(family.partials, family.partial_axes["m"])
+        self.partial_n = self._axis(family.partials, family.partial_axes["n"])
+        self.base = {v: self._untiled(v) for v in family.members}
+        self.size = {v: values[v].element_size for v in family.members}
+
+    def _dimension_size(self, value_id: int, position: int) -> int:
+        value = self.plan.values[value_id]
+        return value.shape[value.parsed_layout.axes[position].axis.dimension(len(value.shape))]
+
+    def _axis(self, value_id: int, position: int) -> tuple[int, int]:
+        axis = self.plan.values[value_id].parsed_layout.axes[position]
+        return axis.blocks(self._dimension_size(value_id, position)), axis.block_size
+
+    def _untiled(self, value_id: int) -> int:
+        """Elements of the dimensions no axis tiles (whole on every tile)."""
+        value = self.plan.values[value_id]
+        tiled = {a.axis.dimension(len(value.shape)) for a in value.parsed_layout.axes}
+        return int(np.prod([d for i, d in enumerate(value.shape) if i not in tiled], dtype=np.int64))
+
+    @staticmethod
+    def extent(axis: tuple[int, int], partitions: int) -> int:
+        blocks, block = axis
+        return -(-blocks // partitions) * block
+
+    def inner_block(self, k: int) -> int | None:
+        block = -(-(-(-self.k_dimension // k)) // self.granule) * self.granule
+        return block if -(-self.k_dimension // block) == k else None
+
+    def _bytes(self, value_id: int, elements: int) -> int:
+        size = elements * self.size[value_id]
+        if value_id in self.aligned:
+            granule = GRANULE[self.plan.values[value_id].memory_class]
+            size = -(-size // granule) * granule
+        return size
+
+    def sum_spread(self, split: Split, tiles: int, fixed: tuple[int, int] | None) -> tuple[int, int] | None:
+        """(a, b) spreading pK over the Sum result's N and M with the smallest shard.
+
+        With `fixed` (the Sum result's N and M partitions, when it cannot change), the only
+        spread that reproduces them, if there is one.
+        """
+        if fixed is not None:
+            a, b = fixed[0] // split.n, fixed[1] // split.m
+            exact = a * split.n == fixed[0] and b * split.m == fixed[1] and a and b and split.k % (a * b) == 0
+            return (a, b) if exact else None
+        best = (None, 1, 1)
+        for a in _divisors(split.k):
+            for b in _divisors(split.k // a):
+                if split.n * a > self.sum_n[0] or split.m * b > self.sum_m[0] or split.tiles // split.k * a * b > tiles:
+                    continue
+                shard = self.extent(self.sum_n, split.n * a) * self.extent(self.sum_m, split.m * b)
+                if best[0] is None or shard < best[0]:
+                    best = (shard, a, b)
+        return best[1], best[2]
+
+    def vector(self, split: Split, inner_block: int) -> tuple[int, ...]:
+        family = self.family
+        m, n = self.extent(self.m, split.m), self.extent(self.n, split.n)
+        left = inner_block * m * self.base[family.left]
+        sum_shard = (self.extent(self.sum_n, split.n * split.sum_n) * self.extent(self.sum_m, split.m * split.sum_m)
+                     * self.base[family.sum_result] * self.size[family.sum_result])
+        partials = self.extent(self.partial_m, split.m) * self.extent(self.partial_n, split.n) * self.base[family.partials]
+        source = () if family.left_source is None else (self._bytes(family.left_source, left),)
+        return (*source, self._bytes(family.left, left), self._bytes(family.right, inner_block * n * self.base[family.right]),
+                self._bytes(family.partials, partials), sum_shard, (split.k + 1) * sum_shard)
+
+
+def split_options(plan: Plan, family: KernelFamily, aligned: frozenset[int], sum_fixed: bool = False) -> list[Split]:
+    """Every legal split's Pareto-best representatives (by member bytes), at most MAX_SPLITS, the input's first."""
+    sizer = _Sizer(plan, family, aligned)
+    fixed = None
+    if sum_fixed:
+        axes = plan.values[family.sum_result].parsed_layout.axes
+        fixed = (axes[family.sum_axes["n"]].partitions, axes[family.sum_axes["m"]].partitions)
+    tiles = plan.tile_count
+    found: list[Split] = []
+    vectors: list[tuple[int, ...]] = []
+    for k in range(1, -(-sizer.k_dimension // sizer.granule) + 1):
+        inner_block = sizer.inner_block(k)
+        if inner_block is None:
+            continue
+        for m in partition_options(sizer.m[0]):
+            if k * m > tiles:
+                break
+            for n in partition_options(sizer.n[0]):
+                if k * m * n > tiles:
+                    break
+                spread = sizer.sum_spread(Split(k, m, n), tiles, fixed)
+                if spread is None:
+                    continue
+                split = Split(k, m, n, *spread)
+                found.append(split)
+                vectors.append(sizer.vector(split, inner_block))
+    if not found:
+        return [current_split(plan, family)]
+    front = _pareto(np.array(vectors, dtype=np.int64))
+    chosen = [found[i] for i in front]
+    if len(chosen) > MAX_SPLITS:
+        totals = np.array([sum(vectors[i]) for i in front])
+        order = np.argsort(totals)
+        chosen = [chosen[order[int(i * len(order) / MAX_SPLITS)]] for i in range(MAX_SPLITS)]
+    original = current_split(plan, family)
+    return [original, *(s for s in chosen if s != original)]
+
+
+def _pareto(vectors: np.ndarray) -> list[int]:
+    """Indices of the vectors no other vector is at most in every component (first of equals kept)."""
+    order = np.lexsort(vectors.T[::-1])
+    kept: list[int] = []
+    kept_vectors = np.empty((0, vectors.shape[1]), dtype=np.int64)
+    for index in order:
+        vector = vectors[index]
+        if len(kept) and np.any(np.all(kept_vectors <= vector, axis=1)):
+            continue
+        kept.append(int(index))
+        kept_vectors = np.vstack([kept_vectors, vector])
+    return kept
+
+
+def _family_candidate(plan: Plan, family: KernelFamily, split: Split, members: tuple[int, ...], role_of: dict[int, int],
+                      aligned: frozenset[int], moved, ratios: list[tuple[int, int, int, int]]) -> Candidate | None:
+    derived = derive(plan, family, split)
+    if isinstance(derived, str):
+        return None
+    values = plan.values
+    layouts = tuple(derived.layouts[role_of[m]] for m in members)
+    shapes = tuple(tuple(derived.partial_shape) if role_of[m] == family.partials else tuple(values[m].shape) for m in members)
+    sizes = tuple(
+        value_bytes(values[m].model_copy(update={"shape": list(shape)}), m in aligned, layout)
+        for m, shape, layout in zip(members, shapes, layouts)
+    )
+    scratch = ((family.sum_step, derived.sum_scratch, 0),) + tuple(
+        (step, sizes[position].shard_bytes * standard, sizes[position].shard_bytes * interleaved)
+        for step, position, standard, interleaved in ratios
+    )
+    label = f"split pK={split.k} pM={split.m} pN={split.n}, Sum spread {split.sum_n}x{split.sum_m}"
+    return Candidate(layouts, sizes, exchange_cost(plan, members, moved, layouts), scratch, shapes,
+                     ((family.gemm_step, derived.operation),), label)
+
+
+def family_group(plan: Plan, flow: Dataflow, context: Context, family: KernelFamily,
+                 group_of: dict[int, tuple[int, ...]]) -> FreeGroup | FrozenGroup:
+    """The family as one free group (every member and its aliases), or frozen with the reason."""
+    own_steps = frozenset(s for s in (family.local_kernel_step, family.gemm_step, family.sum_step) if s is not None)
+    role_of = {m: role for role in family.members for m in group_of[role]}
+    members = tuple(sorted(role_of))
+    for role in (family.left, family.right, family.partials):
+        reason = freeze_reason(plan, flow, group_of[role], context, own_steps)
+        if reason is not None:
+            return FrozenGroup(members, f"Gemm family at step {family.gemm_step}: value {role} {reason}")
+    fixed = [role for role in (family.left_source, family.sum_result)
+             if role is not None and freeze_reason(plan, flow, group_of[role], context, own_steps) is not None]
+    moved = moved_tensors(plan, flow, members)
+    ratios, reason = scratch_ratios(plan, flow, members)
+    if reason is not None:
+        return FrozenGroup(members, f"Gemm family at step {family.gemm_step}: {reason}")
+    ratios = [r for r in ratios if r[0] != family.sum_step]
+    candidates = []
+    for split in split_options(plan, family, context.aligned, family.sum_result in fixed):
+        candidate = _family_candidate(plan, family, split, members, role_of, context.aligned, moved, ratios)
+        if candidate is None:
+            continue
+        if any(candidate.layouts[members.index(r)] != plan.values[r].parsed_layout for r in fixed):
+            continue
+        candidates.append(candidate)
+    if len(candidates) <= 1:
+        return FrozenGroup(members, f"Gemm family at step {family.gemm_step}: no other legal split")
+    return FreeGroup(members, tuple(candidates), kind="kernel")
+
+
+def kernel_groups(plan: Plan, flow: Dataflow, context: Context, groups: list[tuple[int, ...]]):
+    """Free and frozen groups for every recognised Gemm family (values of other Gemms are left to storage rules)."""
+    group_of = {m: group for group in groups for m in group}
+    families, _ = recognise_families(plan, flow)
+    free, frozen, claimed = [], [], set()
+    for family in families:
+        members = {m for role in family.members for m in group_of[role]}
+        if members & claimed:
+            frozen.append(FrozenGroup(tuple(sorted(members - claimed)), f"Gemm family at step {family.gemm_step} shares values with another family"))
+            continue
+        claimed |= members
+        group = family_group(plan, flow, context, family, group_of)
+        (free if isinstance(group, FreeGroup) else frozen).append(group)
+    return free, frozen

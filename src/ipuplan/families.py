@@ -198,8 +198,6 @@ def family_problems(plan: Plan, family: KernelFamily) -> list[str]:
     for key, value in (("inner_block", expected.inner_block), ("output_columns", expected.output_columns)):
         if operation.gemm_field(key) != value:
             problems.append(f"{key} {operation.gemm_field(key)} but split {_label(split)} needs {value}")
-    if split.k % (split.sum_n * split.sum_m):
-        problems.append(f"the Sum result spreads {split.sum_n} x {split.sum_m}, which does not divide pK={split.k}")
     scratch = plan.steps[family.sum_step].scratch.standard
     if scratch != expected.sum_scratch:
         problems.append(f"Sum scratch {scratch} is not (pK+1) x shard = {expected.sum_scratch}")
@@ -246,6 +244,8 @@ def _finish(layout: Layout, replicas: int) -> Layout:
 
 def derive(plan: Plan, family: KernelFamily, split: Split) -> FamilyLayouts | str:
     """Every member's layout, the partials' shape, the Gemm string and the Sum scratch for `split`."""
+    if min(split.k, split.m, split.n, split.sum_n, split.sum_m) < 1 or split.k % (split.sum_n * split.sum_m):
+        return f"split {_label(split)} with Sum spread {split.sum_n} x {split.sum_m} is not a split of pK"
     values = plan.values
     left = values[family.left].parsed_layout
     k_dimension = values[family.left].shape[_dimension(values[family.left], left, family.left_axes["k"])]

@@ -1,4 +1,4 @@
-"""Issue 3 figures: ipuplan (storage scope) against the input, a greedy baseline and the lower bound.
+"""ipuplan per scope (storage, kernels) against the input, a greedy baseline and the lower bound, end to end.
 
 Run:  .venv/bin/python benchmarks/optimize_reference.py [PLAN ...] [--repeat N]
 
@@ -43,25 +43,29 @@ def cli_run(plan: Path, output: Path, *extra: str) -> tuple[float, dict]:
     return time.perf_counter() - started, json.loads(process.stdout)
 
 
-def row(plan_path: Path, repeat: int) -> dict:
+def row(plan_path: Path, repeat: int, scope: str) -> dict:
     plan = load_plan(plan_path)
-    space = candidate_space(plan)
+    space = candidate_space(plan, scope)
     rows = step_rows(plan, space)
     greedy = usage_of(rows, greedy_choice(space, rows, Budgets.of(plan))).peak
     with tempfile.TemporaryDirectory() as folder:
         out_a, out_b = Path(folder, "a.json"), Path(folder, "b.json")
         walls = []
         for _ in range(repeat):
-            wall, summary = cli_run(plan_path, out_a, "--workers", "1")
+            wall, summary = cli_run(plan_path, out_a, "--workers", "1", "--scope", scope)
             walls.append(wall)
-        cli_run(plan_path, out_b, "--workers", "1")
+        cli_run(plan_path, out_b, "--workers", "1", "--scope", scope)
         digests = {hashlib.sha256(p.read_bytes()).hexdigest() for p in (out_a, out_b)}
         rewritten = load_plan(out_a)
     before = estimate(plan)
-    chosen = tuple(next(c for c, cand in enumerate(g.candidates) if format_layout(cand.layouts[0]) == rewritten.values[g.members[0]].layout)
-                   for g in space.free)
+    chosen = tuple(
+        next(c for c, cand in enumerate(g.candidates)
+             if all(format_layout(x) == rewritten.values[m].layout for m, x in zip(g.members, cand.layouts)))
+        for g in space.free
+    )
     return {
         "plan": plan_path.name,
+        "scope": scope,
         "values": len(plan.values),
         "steps": len(plan.steps),
         "free groups": len(space.free),
@@ -86,8 +90,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("plans", nargs="*", type=Path, default=[ROOT / "models" / "vit-so400m-finalist-5.json"])
     parser.add_argument("--repeat", type=int, default=3, help="end-to-end runs per plan (median reported)")
+    parser.add_argument("--scope", nargs="+", default=["storage", "kernels"], help="freedom levels to compare")
     arguments = parser.parse_args()
-    rows = [row(path, arguments.repeat) for path in arguments.plans]
+    rows = [row(path, arguments.repeat, scope) for path in arguments.plans for scope in arguments.scope]
     print_table(rows)
     results = ROOT / "benchmarks" / "results"
     results.mkdir(exist_ok=True)

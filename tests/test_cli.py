@@ -99,7 +99,7 @@ def test_optimize_never_overwrites_without_force(tmp_path):
 
 def test_optimize_infeasible_exit_3_writes_nothing(tmp_path):
     out = tmp_path / "o.json"
-    args = ["optimize", str(REFERENCE), "-o", str(out), "--budget", "250000", "--interleaved-budget", "100000"]
+    args = ["optimize", str(REFERENCE), "-o", str(out), "--budget", "200000", "--interleaved-budget", "100000"]
     result = runner.invoke(app, args)
     assert result.exit_code == 3
     assert "cannot be met at step" in result.stderr and "lowest raw peak" in result.stderr
@@ -120,7 +120,7 @@ def test_optimize_flags_reach_the_library(tmp_path, monkeypatch):
     assert runner.invoke(app, args).exit_code == 2
     assert seen["time_limit"] == 3.5 and seen["workers"] == 1 and seen["deterministic"] is True
     assert (seen["seed"], seen["budget"], seen["interleaved_budget"], seen["support_reserve"]) == (7, 500000, 300000, 1000)
-    assert seen["scope"] == "storage"
+    assert seen["scope"] == "kernels"
 
 
 def test_unknown_scope_is_a_clear_error(tmp_path):

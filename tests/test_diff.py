@@ -13,7 +13,7 @@ from reference import REFERENCE, with_step
 
 @pytest.fixture(scope="module")
 def optimised(reference_plan):
-    return optimize(reference_plan, deterministic=True, time_limit=5).plan
+    return optimize(reference_plan, deterministic=True, time_limit=5, scope="storage").plan
 
 
 def test_diff_lists_every_changed_value_and_the_peak(reference_plan, optimised):

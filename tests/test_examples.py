@@ -16,10 +16,10 @@ def run_example(*args: str) -> str:
 
 def test_pipeline_example_replans_the_reference_plan():
     out = run_example()
-    assert "raw peak 367,216 -> 198,256 bytes per tile (optimal" in out
+    assert "raw peak 367,216 -> 194,928 bytes per tile (optimal" in out
     assert "wrote " in out
 
 
 def test_pipeline_example_reports_a_budget_that_cannot_fit():
     out = run_example("--budget", "240000", "--interleaved-budget", "100000")
-    assert "does not fit: the " in out and "cannot be met at step" in out and "198,256 bytes" in out
+    assert "does not fit: the " in out and "cannot be met at step" in out and "194,928 bytes" in out

@@ -101,3 +101,16 @@ def test_kernel_candidates_start_with_the_input_split(reference_plan):
     for group in kernels:
         first = group.candidates[0]
         assert all(format_layout(l) == reference_plan.values[m].layout for m, l in zip(group.members, first.layouts))
+
+
+def test_kernel_scope_optimises_the_reference_plan_legally(reference_plan):
+    from ipuplan.optimize import optimize
+    from ipuplan.rewrite import contract_violations
+
+    storage = optimize(reference_plan, deterministic=True, time_limit=10, scope="storage")
+    kernels = optimize(reference_plan, deterministic=True, time_limit=10, scope="kernels")
+    assert kernels.status.value == "optimal" and kernels.after.raw_peak == kernels.bound
+    assert kernels.after.raw_peak < storage.after.raw_peak
+    assert check(kernels.plan) == [] and contract_violations(reference_plan, kernels.plan) == []
+    resplit = [s.index for s, t in zip(reference_plan.steps, kernels.plan.steps) if s.operation != t.operation]
+    assert resplit and all(reference_plan.steps[i].parsed_operation.kind == "Gemm" for i in resplit)

@@ -19,7 +19,7 @@ from ipuplan.space import candidate_space, partition_vectors
 
 @pytest.fixture(scope="module")
 def result(reference_plan):
-    return optimize(reference_plan, deterministic=True, time_limit=10)
+    return optimize(reference_plan, deterministic=True, time_limit=10, scope="storage")
 
 
 @pytest.fixture(scope="module")
@@ -98,12 +98,12 @@ def test_budget_rows_must_make_sense(reference_plan):
 
 
 def test_deterministic_mode_gives_identical_bytes(reference_plan, result):
-    again = optimize(reference_plan, deterministic=True, time_limit=10)
+    again = optimize(reference_plan, deterministic=True, time_limit=10, scope="storage")
     assert dump_plan(again.plan) == dump_plan(result.plan)
 
 
 def test_never_worse_reoptimising_returns_input(result):
-    again = optimize(result.plan, deterministic=True, time_limit=5)
+    again = optimize(result.plan, deterministic=True, time_limit=5, scope="storage")
     assert again.changes == ()
     assert dump_plan(again.plan) == dump_plan(result.plan)
     assert "unchanged" in again.note
@@ -111,7 +111,8 @@ def test_never_worse_reoptimising_returns_input(result):
 
 def test_infeasible_budget_names_budget_and_step(reference_plan):
     with pytest.raises(InfeasibleBudget) as caught:
-        optimize(reference_plan, budget=250_000, interleaved_budget=100_000, deterministic=True, time_limit=5)
+        optimize(reference_plan, budget=250_000, interleaved_budget=100_000, deterministic=True, time_limit=5,
+                 scope="storage")
     message = str(caught.value)
     assert "standard budget (150,000 bytes) cannot be met at step" in message
     assert "lowest raw peak any layout reaches is 198,256 bytes" in message

@@ -38,7 +38,7 @@ def test_anatomy_lists_the_peak_step_with_free_and_frozen(reference_plan):
 
 def test_report_cli_with_against_and_png(tmp_path, reference_plan):
     better = tmp_path / "better.json"
-    write_plan(optimize(reference_plan, deterministic=True, time_limit=5).plan, better)
+    write_plan(optimize(reference_plan, deterministic=True, time_limit=5, scope="storage").plan, better)
     page, png = tmp_path / "r.html", tmp_path / "r.png"
     result = CliRunner().invoke(app, ["report", str(REFERENCE), "--against", str(better), "-o", str(page), "--png", str(png)])
     assert result.exit_code == 0, result.output

@@ -118,7 +118,7 @@ def optimize_command(
     budget: Annotated[int | None, typer.Option(min=0, max=2**40, help="Override budget_bytes (per tile).")] = None,
     interleaved_budget: Annotated[int | None, typer.Option(min=0, max=2**40, help="Override interleaved_budget_bytes.")] = None,
     support_reserve: Annotated[int | None, typer.Option(min=0, max=2**40, help="Override support_reserve_bytes.")] = None,
-    scope: Annotated[str, typer.Option(help="Freedom level: storage.")] = "storage",
+    scope: Annotated[str, typer.Option(help="Freedom level: storage, or kernels (storage + Gemm families).")] = "kernels",
     as_json: Annotated[bool, typer.Option("--json", help="Print a machine-readable summary instead of tables.")] = False,
     force: Annotated[bool, typer.Option(help="Overwrite OUTPUT if it exists (or is the input).")] = False,
 ) -> None:
@@ -189,7 +189,7 @@ def explore_command(
     budget: Annotated[int | None, typer.Option(min=0, max=2**40, help="Override budget_bytes for every plan.")] = None,
     interleaved_budget: Annotated[int | None, typer.Option(min=0, max=2**40, help="Override interleaved_budget_bytes.")] = None,
     support_reserve: Annotated[int | None, typer.Option(min=0, max=2**40, help="Override support_reserve_bytes.")] = None,
-    scope: Annotated[str, typer.Option(help="Freedom level: storage.")] = "storage",
+    scope: Annotated[str, typer.Option(help="Freedom level: storage, or kernels (storage + Gemm families).")] = "kernels",
     force: Annotated[bool, typer.Option(help="Redo plans whose outputs are up to date.")] = False,
     executor: Annotated[str, typer.Option(help="local (processes) or ray (needs ipuplan[ray]).")] = "local",
     address: Annotated[str | None, typer.Option(help="Ray cluster address (default: start a local instance).")] = None,

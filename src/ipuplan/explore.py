@@ -38,7 +38,7 @@ class ExploreSettings:
     budget: int | None = None
     interleaved_budget: int | None = None
     support_reserve: int | None = None
-    scope: str = "storage"
+    scope: str = "kernels"
     seed: int = 0
     solver_workers: int = 1
 
@@ -246,7 +246,7 @@ def explore(
     budget: int | None = None,
     interleaved_budget: int | None = None,
     support_reserve: int | None = None,
-    scope: str = "storage",
+    scope: str = "kernels",
     seed: int = 0,
     force: bool = False,
     executor: str = "local",

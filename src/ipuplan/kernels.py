@@ -27,7 +27,7 @@ from ipuplan.space import (
     scratch_ratios,
 )
 
-MAX_SPLITS = 96
+MAX_SPLITS = 48
 
 
 def _divisors(number: int) -> list[int]:
@@ -186,9 +186,35 @@ def _family_candidate(plan: Plan, family: KernelFamily, split: Split, members: t
                      ((family.gemm_step, derived.operation),), label)
 
 
+def _signature(plan: Plan, family: KernelFamily, members, role_of, aligned, fixed, ratios) -> tuple:
+    """Everything a family's candidates depend on, with steps relative to its Gemm: equal families share them."""
+    values = plan.values
+    roles = (family.left_source, family.left, family.right, family.partials, family.sum_result)
+    return (
+        tuple((values[m].layout, tuple(values[m].shape), values[m].precision, m in aligned, roles.index(role_of[m]))
+              for m in members),
+        plan.steps[family.gemm_step].operation,
+        plan.tile_count,
+        tuple(roles.index(r) for r in fixed),
+        tuple((step - family.gemm_step, position, std, il) for step, position, std, il in ratios),
+        family.sum_step - family.gemm_step,
+    )
+
+
+def _shift_steps(candidate: Candidate, offset: int) -> Candidate:
+    return replace(
+        candidate,
+        scratch=tuple((step + offset, std, il) for step, std, il in candidate.scratch),
+        operations=tuple((step + offset, text) for step, text in candidate.operations),
+    )
+
+
 def family_group(plan: Plan, flow: Dataflow, context: Context, family: KernelFamily,
-                 group_of: dict[int, tuple[int, ...]]) -> FreeGroup | FrozenGroup:
-    """The family as one free group (every member and its aliases), or frozen with the reason."""
+                 group_of: dict[int, tuple[int, ...]], cache: dict) -> FreeGroup | FrozenGroup:
+    """The family as one free group (every member and its aliases), or frozen with the reason.
+
+    `cache` maps a family's signature to its candidates, so repeated structures are derived once.
+    """
     own_steps = frozenset(s for s in (family.local_kernel_step, family.gemm_step, family.sum_step) if s is not None)
     role_of = {m: role for role in family.members for m in group_of[role]}
     members = tuple(sorted(role_of))
@@ -203,14 +229,18 @@ def family_group(plan: Plan, flow: Dataflow, context: Context, family: KernelFam
     if reason is not None:
         return FrozenGroup(members, f"Gemm family at step {family.gemm_step}: {reason}")
     ratios = [r for r in ratios if r[0] != family.sum_step]
-    candidates = []
-    for split in split_options(plan, family, context.aligned, family.sum_result in fixed):
-        candidate = _family_candidate(plan, family, split, members, role_of, context.aligned, moved, ratios)
-        if candidate is None:
-            continue
-        if any(candidate.layouts[members.index(r)] != plan.values[r].parsed_layout for r in fixed):
-            continue
-        candidates.append(candidate)
+    signature = _signature(plan, family, members, role_of, context.aligned, fixed, ratios)
+    if signature not in cache:
+        found = []
+        for split in split_options(plan, family, context.aligned, family.sum_result in fixed):
+            candidate = _family_candidate(plan, family, split, members, role_of, context.aligned, moved, ratios)
+            if candidate is not None and all(candidate.layouts[members.index(r)] == plan.values[r].parsed_layout for r in fixed):
+                found.append(_shift_steps(candidate, -family.gemm_step))
+        cache[signature] = found
+    candidates = [
+        replace(_shift_steps(c, family.gemm_step), exchange_bytes=exchange_cost(plan, members, moved, c.layouts))
+        for c in cache[signature]
+    ]
     if len(candidates) <= 1:
         return FrozenGroup(members, f"Gemm family at step {family.gemm_step}: no other legal split")
     return FreeGroup(members, tuple(candidates), kind="kernel")
@@ -221,12 +251,13 @@ def kernel_groups(plan: Plan, flow: Dataflow, context: Context, groups: list[tup
     group_of = {m: group for group in groups for m in group}
     families, _ = recognise_families(plan, flow)
     free, frozen, claimed = [], [], set()
+    cache: dict[tuple, list[Candidate]] = {}
     for family in families:
         members = {m for role in family.members for m in group_of[role]}
         if members & claimed:
             frozen.append(FrozenGroup(tuple(sorted(members - claimed)), f"Gemm family at step {family.gemm_step} shares values with another family"))
             continue
         claimed |= members
-        group = family_group(plan, flow, context, family, group_of)
+        group = family_group(plan, flow, context, family, group_of, cache)
         (free if isinstance(group, FreeGroup) else frozen).append(group)
     return free, frozen

@@ -91,7 +91,8 @@ def contract_violations(before: Plan, after: Plan) -> list[str]:
         found.append("top-level keys differ")
     if len(before.values) != len(after.values) or len(before.steps) != len(after.steps):
         return [*found, "number of values or steps differs"]
-    gemm_results = {v for step in before.steps if step.parsed_operation.kind == "Gemm" for v in liveness(before).born_at[step.index]}
+    born_at = liveness(before).born_at
+    gemm_results = {v for step in before.steps if step.parsed_operation.kind == "Gemm" for v in born_at[step.index]}
     for old, new in zip(before.values, after.values):
         found += [f"value {old.id}: {f} changed" for f in KEPT_VALUE_FIELDS if getattr(old, f) != getattr(new, f)]
         if old.shape != new.shape and not (old.id in gemm_results and old.shape[1:] == new.shape[1:]):

@@ -44,7 +44,18 @@ app = typer.Typer(
 )
 stdout = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 
-PlanPath = Annotated[Path, typer.Argument(help="Plan JSON file written by the compiler.", show_default=False)]
+PlanPath = Annotated[Path, typer.Argument(metavar="PLAN", help="Plan JSON file written by the compiler.", show_default=False)]
+Budget = Annotated[int | None, typer.Option(min=0, max=2**40, help="Override budget_bytes (per tile).")]
+InterleavedBudget = Annotated[int | None, typer.Option(min=0, max=2**40, help="Override interleaved_budget_bytes.")]
+SupportReserve = Annotated[int | None, typer.Option(min=0, max=2**40, help="Override support_reserve_bytes.")]
+Scope = Annotated[str, typer.Option(help="Freedom level: storage, or kernels (storage + Gemm families).")]
+Force = Annotated[bool, typer.Option(help="Overwrite outputs that exist.")]
+
+
+def refuse_overwrite(path: Path | None, force: bool) -> None:
+    """Nothing is overwritten unless asked."""
+    if path is not None and path.exists() and not force:
+        raise PlanError("already exists; pass --force to overwrite it", source=str(path))
 
 
 def one_line_errors(command):
@@ -115,16 +126,15 @@ def optimize_command(
     time_limit: Annotated[float, typer.Option(min=0.1, help="Seconds for the solver (deterministic units with --workers 1).")] = 10.0,
     workers: Annotated[int | None, typer.Option(min=1, help="Solver workers; 1 = deterministic, same bytes every run.")] = None,
     seed: Annotated[int, typer.Option(min=0, help="Solver random seed.")] = 0,
-    budget: Annotated[int | None, typer.Option(min=0, max=2**40, help="Override budget_bytes (per tile).")] = None,
-    interleaved_budget: Annotated[int | None, typer.Option(min=0, max=2**40, help="Override interleaved_budget_bytes.")] = None,
-    support_reserve: Annotated[int | None, typer.Option(min=0, max=2**40, help="Override support_reserve_bytes.")] = None,
-    scope: Annotated[str, typer.Option(help="Freedom level: storage, or kernels (storage + Gemm families).")] = "kernels",
+    budget: Budget = None,
+    interleaved_budget: InterleavedBudget = None,
+    support_reserve: SupportReserve = None,
+    scope: Scope = "kernels",
     as_json: Annotated[bool, typer.Option("--json", help="Print a machine-readable summary instead of tables.")] = False,
-    force: Annotated[bool, typer.Option(help="Overwrite OUTPUT if it exists (or is the input).")] = False,
+    force: Force = False,
 ) -> None:
     """Minimise the peak per-tile usage and write the rewritten plan (exit 3 if the budgets cannot be met)."""
-    if not force and output.exists():
-        raise PlanError("already exists; pass --force to overwrite it", source=str(output))
+    refuse_overwrite(output, force)
     plan = load_plan(plan_path)
     result = optimize(
         plan,
@@ -157,11 +167,10 @@ def synth_command(
     unroll_copies: Annotated[int | None, typer.Option("--unroll", min=1, max=1000, help="The program K times in a row.")] = None,
     budget_factor: Annotated[float | None, typer.Option(min=0.01, max=100.0, help="Scale the budgets.")] = None,
     scope: Annotated[str | None, typer.Option(help="Scope name to write into the plan.")] = None,
-    force: Annotated[bool, typer.Option(help="Overwrite OUTPUT if it exists.")] = False,
+    force: Force = False,
 ) -> None:
     """Derive a consistent plan from a real one: more layers, unrolled copies, other budgets."""
-    if not force and output.exists():
-        raise PlanError("already exists; pass --force to overwrite it", source=str(output))
+    refuse_overwrite(output, force)
     plan = load_plan(plan_path)
     if layers is not None:
         plan = repeat_layers(plan, layers)
@@ -186,10 +195,10 @@ def explore_command(
     output: Annotated[Path, typer.Option("--output", "-o", help="Directory for the rewritten plans and summaries.")],
     jobs: Annotated[int, typer.Option(min=1, help="Plans optimised at once (solver workers x jobs <= cores).")] = 1,
     time_limit: Annotated[float, typer.Option(min=0.1, help="Seconds per plan.")] = 10.0,
-    budget: Annotated[int | None, typer.Option(min=0, max=2**40, help="Override budget_bytes for every plan.")] = None,
-    interleaved_budget: Annotated[int | None, typer.Option(min=0, max=2**40, help="Override interleaved_budget_bytes.")] = None,
-    support_reserve: Annotated[int | None, typer.Option(min=0, max=2**40, help="Override support_reserve_bytes.")] = None,
-    scope: Annotated[str, typer.Option(help="Freedom level: storage, or kernels (storage + Gemm families).")] = "kernels",
+    budget: Budget = None,
+    interleaved_budget: InterleavedBudget = None,
+    support_reserve: SupportReserve = None,
+    scope: Scope = "kernels",
     force: Annotated[bool, typer.Option(help="Redo plans whose outputs are up to date.")] = False,
     executor: Annotated[str, typer.Option(help="local (processes) or ray (needs ipuplan[ray]).")] = "local",
     address: Annotated[str | None, typer.Option(help="Ray cluster address (default: start a local instance).")] = None,
@@ -231,12 +240,11 @@ def report_command(
     output: Annotated[Path, typer.Option("--output", "-o", help="The HTML page to write (self-contained).")],
     against: Annotated[Path | None, typer.Option(help="A second plan whose timeline is overlaid.")] = None,
     png: Annotated[Path | None, typer.Option(help="Also write the timeline as a PNG (needs ipuplan[plot]).")] = None,
-    force: Annotated[bool, typer.Option(help="Overwrite existing outputs.")] = False,
+    force: Force = False,
 ) -> None:
     """An HTML page: usage timeline with budgets and the peak, and the anatomy of the peak step."""
     for target in (output, png):
-        if target is not None and target.exists() and not force:
-            raise PlanError("already exists; pass --force to overwrite it", source=str(target))
+        refuse_overwrite(target, force)
     plan = load_plan(plan_path)
     other = load_plan(against) if against is not None else None
     temporary = output.with_name(f".{output.name}.tmp")

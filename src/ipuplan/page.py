@@ -91,9 +91,9 @@ def _legend(series: list[Series]) -> str:
     return f'<div class="legend">{items}</div>'
 
 
-def anatomy_rows(plan: Plan, result: Estimate, step_index: int) -> list[tuple[int, str, str, int, str]]:
+def anatomy_rows(plan: Plan, result: Estimate, step_index: int, scope: str = "kernels") -> list[tuple[int, str, str, int, str]]:
     """(value id, name, class, bytes, free or frozen reason) for every value live at the step, largest first."""
-    space = candidate_space(plan)
+    space = candidate_space(plan, scope)
     status = {m: "free" for g in space.free for m in g.members}
     status.update({m: f"frozen: {g.reason}" for g in space.frozen for m in g.members})
     live = sorted(plan.steps[step_index].live, key=lambda v: (-result.values[v].bytes, v))
@@ -153,7 +153,7 @@ fits budget: <b>{'yes' if result.fits_budget else 'no'}</b>.</p>
 {svg}
 {_legend(series)}
 <h2>Anatomy of the peak step {peak_step}{': ' + html.escape(step.operation) if step else ''}</h2>
-<p>{len(rows)} live values and {scratch:,} B of scratch; free values are those the storage scope may re-lay out.</p>
+<p>{len(rows)} live values and {scratch:,} B of scratch; free values are those the optimiser (kernels scope) may re-lay out.</p>
 <table id="anatomy"><thead><tr><th>value</th><th>name</th><th>class</th><th>bytes</th><th>optimiser</th></tr></thead>
 <tbody>
 {body_rows}

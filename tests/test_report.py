@@ -32,8 +32,9 @@ def test_anatomy_lists_the_peak_step_with_free_and_frozen(reference_plan):
     assert len(rows) == len(reference_plan.steps[47].live)
     assert rows[0][3] >= rows[-1][3]
     states = {v: state for v, _, _, _, state in rows}
-    assert states[20] == "free"
-    assert states[153].startswith("frozen: ")
+    assert states[20] == "free"  # a resident weight (storage)
+    assert states[153] == "free"  # the partials of the Gemm family at step 47 (kernels)
+    assert states[4].startswith("frozen: ")  # a norm scale a kernel reads
 
 
 def test_report_cli_with_against_and_png(tmp_path, reference_plan):

@@ -1,12 +1,12 @@
 """ipuplan against the input plan, a greedy baseline, HiGHS and the lower bounds, in one run.
 
-Run:  .venv/bin/pip install -e ".[bench]" && .venv/bin/python benchmarks/run.py [--quick]
+Run:  .venv/bin/pip install -e ".[bench]" && .venv/bin/python benchmarks/run.py [--scope kernels|storage] [--quick]
 
 Table 1, per plan (models/ and synthesised ones): values, steps, candidates, input peak,
 greedy, HiGHS, ipuplan peak, lower bound (every free value at its smallest candidate), the
 absolute floor, gap, build / solve / first-solution times, over several seeds.
 Table 2, scaling: unrolled copies of the reference plan up to 10,000+ values and 5,000+ steps.
-Results: benchmarks/results/run.json and benchmarks/results/scaling.png.
+Results: benchmarks/results/run-SCOPE.json and benchmarks/results/scaling-SCOPE.png.
 """
 
 from __future__ import annotations
@@ -42,13 +42,13 @@ def synthesised(quick: bool) -> list[tuple[str, Plan]]:
     return plans
 
 
-def compare(name: str, plan: Plan, seeds: int, time_limit: float) -> dict:
+def compare(name: str, plan: Plan, seeds: int, time_limit: float, scope: str) -> dict:
     budgets = Budgets.of(plan)
-    space = candidate_space(plan)
+    space = candidate_space(plan, scope)
     rows = step_rows(plan, space)
     greedy = usage_of(rows, greedy_choice(space, rows, budgets)).peak
     mip = highs_peak(space, rows, budgets, time_limit)
-    runs = [optimize(plan, time_limit=time_limit, seed=seed, workers=2) for seed in range(seeds)]
+    runs = [optimize(plan, time_limit=time_limit, seed=seed, workers=2, scope=scope) for seed in range(seeds)]
     best = min(runs, key=lambda r: r.after.raw_peak)
     bound = max(r.bound for r in runs)
     return {
@@ -72,10 +72,10 @@ def compare(name: str, plan: Plan, seeds: int, time_limit: float) -> dict:
     }
 
 
-def scale_point(copies: int, time_limit: float) -> dict:
+def scale_point(copies: int, time_limit: float, scope: str) -> dict:
     plan = with_budget_factor(unroll(load_plan(REFERENCE), copies), 1.5)
     started = time.perf_counter()
-    result = optimize(plan, time_limit=time_limit, workers=2)
+    result = optimize(plan, time_limit=time_limit, workers=2, scope=scope)
     total = time.perf_counter() - started
     return {
         "copies": copies,
@@ -94,7 +94,7 @@ def scale_point(copies: int, time_limit: float) -> dict:
     }
 
 
-def plot(scaling: list[dict], path: Path) -> None:
+def plot(scaling: list[dict], path: Path, scope: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -106,7 +106,7 @@ def plot(scaling: list[dict], path: Path) -> None:
         axis.plot(values, [row[key] for row in scaling], marker="o", label=key.replace(" s", ""))
     axis.set_xlabel("values in the plan (steps = 0.66 x values)")
     axis.set_ylabel("seconds")
-    axis.set_title("ipuplan optimize, storage scope, 2-core machine")
+    axis.set_title(f"ipuplan optimize, {scope} scope, 2-core machine")
     axis.grid(True, alpha=0.3)
     axis.legend()
     figure.tight_layout()
@@ -117,18 +117,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer seeds and scaling points")
     parser.add_argument("--time-limit", type=float, default=60.0)
+    parser.add_argument("--scope", default="kernels", choices=["storage", "kernels"])
     arguments = parser.parse_args()
     seeds = 2 if arguments.quick else 3
     named = [(p.stem, load_plan(p)) for p in sorted((ROOT / "models").glob("*.json"))] + synthesised(arguments.quick)
-    plans = [compare(name, plan, seeds, arguments.time_limit) for name, plan in named]
-    print_table(plans, f"ipuplan vs baselines (storage scope, {seeds} seeds, raw peak bytes per tile)")
+    scope = arguments.scope
+    plans = [compare(name, plan, seeds, arguments.time_limit, scope) for name, plan in named]
+    print_table(plans, f"ipuplan vs baselines ({scope} scope, {seeds} seeds, raw peak bytes per tile)")
     copies = [1, 4, 16] if arguments.quick else [1, 4, 16, 32, 57, 76]
-    scaling = [scale_point(k, arguments.time_limit) for k in copies]
+    scaling = [scale_point(k, arguments.time_limit, scope) for k in copies]
     print_table(scaling, "scaling: unrolled copies of the reference plan (budgets x1.5)")
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "run.json").write_text(json.dumps({"plans": plans, "scaling": scaling}, indent=2) + "\n")
-    plot(scaling, RESULTS / "scaling.png")
-    print(f"\nwrote {RESULTS / 'run.json'} and {RESULTS / 'scaling.png'}")
+    (RESULTS / f"run-{scope}.json").write_text(json.dumps({"plans": plans, "scaling": scaling}, indent=2) + "\n")
+    plot(scaling, RESULTS / f"scaling-{scope}.png", scope)
+    print(f"\nwrote {RESULTS / f'run-{scope}.json'} and {RESULTS / f'scaling-{scope}.png'}")
 
 
 if __name__ == "__main__":

@@ -141,3 +141,14 @@ def test_highs_and_floor_agree_with_cp_sat(reference_plan, space, result):
     mip = highs_peak(space, rows, Budgets.of(reference_plan), time_limit=30)
     assert mip.status == "optimal" and mip.peak == result.after.raw_peak
     assert absolute_floor(reference_plan) <= smallest_candidates_bound(rows)
+
+
+def test_unknown_operation_is_kept_and_freezes_what_it_may_touch(reference_plan):
+    strange = "FancyFusedThing { lanes: 4 }"
+    plan = reference_plan.model_copy(update={"timeline": reference_plan.timeline.model_copy(update={
+        "steps": [s.model_copy(update={"operation": strange}) if s.index == 41 else s for s in reference_plan.steps]})})
+    result = optimize(plan, deterministic=True, time_limit=5)
+    assert result.plan.steps[41].operation == strange
+    reasons = {m: g.reason for g in result.frozen for m in g.members}
+    assert "an operation ipuplan does not know (FancyFusedThing)" in reasons[8]
+    assert check(result.plan) == [] and result.after.raw_peak <= result.before.raw_peak

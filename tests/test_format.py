@@ -104,3 +104,9 @@ def test_unknown_operation_kind_is_kept(reference_raw):
 def test_missing_file():
     with pytest.raises(PlanError, match="cannot read"):
         load_plan("/nonexistent/plan.json")
+
+
+def test_layout_axis_outside_the_shape_is_rejected(reference_raw):
+    reference_raw["timeline"]["values"][1]["shape"] = [588]
+    message = str(_error(reference_raw))
+    assert message.startswith("bad.json: timeline.values[1].layout: layout axis FromEnd(2) does not exist in a rank-1")

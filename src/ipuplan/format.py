@@ -141,6 +141,14 @@ def _check_value_strings(value: Value, where: str) -> None:
             parse(getattr(value, field))
         except SyntaxProblem as problem:
             raise PlanError(f"malformed {field}: {problem}", location=f"{where}.{field}") from None
+    rank = len(value.shape)
+    dimensions = [axis.axis.dimension(rank) for axis in value.parsed_layout.axes]
+    for axis, dimension in zip(value.parsed_layout.axes, dimensions):
+        if dimension is not None and not 0 <= dimension < rank:
+            name = f"{axis.axis.kind}({axis.axis.index})"
+            raise PlanError(f"layout axis {name} does not exist in a rank-{rank} shape", location=f"{where}.layout")
+    if len(set(dimensions)) != len(dimensions) or (None in dimensions and len(dimensions) > 1):
+        raise PlanError("layout tiles a dimension twice (or Linear beside other axes)", location=f"{where}.layout")
     if value.memory_class != value.parsed_layout.memory_class:
         raise PlanError(
             f"class {value.memory_class!r} differs from the layout's memory_class "

@@ -108,13 +108,14 @@ def test_optimize_infeasible_exit_3_writes_nothing(tmp_path):
 
 def test_optimize_flags_reach_the_library(tmp_path, monkeypatch):
     seen = {}
-    import ipuplan.cli as cli
+    import ipuplan.optimizer as optimizer
+    from ipuplan.errors import IpuplanError
 
     def fake_optimize(plan, **kwargs):
         seen.update(kwargs)
-        raise cli.IpuplanError("stop here")
+        raise IpuplanError("stop here")
 
-    monkeypatch.setattr(cli, "optimize", fake_optimize)
+    monkeypatch.setattr(optimizer, "optimize", fake_optimize)
     args = ["optimize", str(REFERENCE), "-o", str(tmp_path / "o.json"), "--time-limit", "3.5", "--workers", "1",
             "--seed", "7", "--budget", "500000", "--interleaved-budget", "300000", "--support-reserve", "1000"]
     assert runner.invoke(app, args).exit_code == 2

@@ -6,7 +6,7 @@ from typer.testing import CliRunner
 from ipuplan import PlanError, write_plan
 from ipuplan.cli import app
 from ipuplan.diff import diff_lines, diff_plans
-from ipuplan.optimize import optimize
+from ipuplan.optimizer import optimize
 from ipuplan.synth import repeat_layers
 from reference import REFERENCE, with_step
 

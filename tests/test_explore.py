@@ -11,7 +11,7 @@ from ipuplan import load_plan
 from ipuplan.check import check
 from ipuplan.cli import app
 from ipuplan.errors import PlanError
-from ipuplan.explore import ExecutorMissing, explore, job_layout
+from ipuplan.exploration import ExecutorMissing, explore, job_layout
 from reference import MODELS, REFERENCE
 
 runner = CliRunner()

@@ -104,7 +104,7 @@ def test_kernel_candidates_start_with_the_input_split(reference_plan):
 
 
 def test_kernel_scope_optimises_the_reference_plan_legally(reference_plan):
-    from ipuplan.optimize import optimize
+    from ipuplan.optimizer import optimize
     from ipuplan.rewrite import contract_violations
 
     storage = optimize(reference_plan, deterministic=True, time_limit=10, scope="storage")

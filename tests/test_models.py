@@ -6,7 +6,7 @@ import pytest
 
 from ipuplan import load_plan
 from ipuplan.check import check
-from ipuplan.optimize import optimize
+from ipuplan.optimizer import optimize
 from ipuplan.rewrite import contract_violations
 from reference import ALL_PLANS
 

@@ -11,7 +11,7 @@ from ipuplan.baseline import greedy_choice, smallest_candidates_bound, unneeded_
 from ipuplan.check import check
 from ipuplan.estimate import Budgets, estimate
 from ipuplan.model import SolveStatus, step_rows
-from ipuplan.optimize import optimize
+from ipuplan.optimizer import optimize
 from ipuplan.rewrite import IllegalRewrite, contract_violations, rewrite
 from ipuplan.layout import format_layout
 from ipuplan.space import candidate_space, partition_vectors

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from ipuplan import write_plan
 from ipuplan.cli import app
-from ipuplan.optimize import optimize
+from ipuplan.optimizer import optimize
 from ipuplan.page import anatomy_rows, render_html
 from ipuplan.estimate import estimate
 from reference import REFERENCE

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ipuplan.check import check
-from ipuplan.optimize import optimize
+from ipuplan.optimizer import optimize
 from ipuplan.synth import unroll, with_budget_factor
 
 

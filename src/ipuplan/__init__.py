@@ -1,14 +1,30 @@
 """ipuplan: re-plan the tensor layouts of an IPU memory plan with CP-SAT.
 
 The pipeline, one module per concept: format -> layout / operation -> estimate ->
-dataflow -> space (candidates) -> model (CP-SAT) -> rewrite -> report; `optimize`
-ties them together for a compiler pipeline and the CLI.
+dataflow -> families -> space / kernels (candidates) -> model (CP-SAT) -> rewrite ->
+optimizer -> exploration -> report. `optimize` and `explore` are loaded on first use, so
+`import ipuplan` (and `ipuplan check`) does not pay for the solver's import.
 """
+
+from importlib import import_module
 
 from ipuplan.errors import BudgetError, InfeasibleBudget, IpuplanError, PlanError
 from ipuplan.format import Plan, dump_plan, load_plan, plan_from_json, write_plan
-from ipuplan.explore import ExploreRow, explore
-from ipuplan.optimize import Change, OptimizeResult, optimize
+
+_ON_FIRST_USE = {
+    "optimize": "ipuplan.optimizer",
+    "OptimizeResult": "ipuplan.optimizer",
+    "Change": "ipuplan.optimizer",
+    "explore": "ipuplan.exploration",
+    "ExploreRow": "ipuplan.exploration",
+}
+
+
+def __getattr__(name: str):
+    if name in _ON_FIRST_USE:
+        return getattr(import_module(_ON_FIRST_USE[name]), name)
+    raise AttributeError(f"module 'ipuplan' has no attribute {name!r}")
+
 
 __all__ = [
     "BudgetError",

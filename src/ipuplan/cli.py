@@ -23,9 +23,7 @@ from ipuplan.errors import IpuplanError, PlanError
 from ipuplan.estimate import estimate
 from ipuplan.format import load_plan, write_plan
 from ipuplan.diff import diff_lines, diff_plans
-from ipuplan.explore import explore, summary_rows
 from ipuplan.page import render_html, render_png
-from ipuplan.optimize import optimize
 from ipuplan.synth import repeat_layers, unroll, with_budget_factor, with_scope
 from ipuplan.report import (
     contributors_table,
@@ -136,7 +134,9 @@ def optimize_command(
     """Minimise the peak per-tile usage and write the rewritten plan (exit 3 if the budgets cannot be met)."""
     refuse_overwrite(output, force)
     plan = load_plan(plan_path)
-    result = optimize(
+    from ipuplan import optimizer  # the solver's import is paid only by the commands that solve
+
+    result = optimizer.optimize(
         plan,
         budget=budget,
         interleaved_budget=interleaved_budget,
@@ -206,6 +206,8 @@ def explore_command(
 ) -> None:
     """Optimise every plan, write each to OUTPUT, rank them; exit 4 if some plans failed (see their rows)."""
     started = time.perf_counter()
+    from ipuplan.exploration import explore, summary_rows
+
     rows = explore(
         plans,
         output,

@@ -21,7 +21,7 @@ from pathlib import Path
 from ipuplan.errors import InfeasibleBudget, IpuplanError, PlanError
 from ipuplan.estimate import estimate
 from ipuplan.format import load_plan, write_plan
-from ipuplan.optimize import optimize
+from ipuplan.optimizer import optimize
 
 SUMMARY_JSON = "summary.json"
 SUMMARY_CSV = "summary.csv"

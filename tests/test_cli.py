@@ -128,3 +128,12 @@ def test_unknown_scope_is_a_clear_error(tmp_path):
     result = runner.invoke(app, ["optimize", str(REFERENCE), "-o", str(tmp_path / "o.json"), "--scope", "everything"])
     assert result.exit_code == 2
     assert "unknown scope" in result.stderr
+
+
+def test_dump_model_writes_the_cp_sat_model(tmp_path):
+    model = tmp_path / "model.pbtxt"
+    result = runner.invoke(app, ["optimize", str(REFERENCE), "-o", str(tmp_path / "o.json"), "--dump-model", str(model)])
+    assert result.exit_code == 0
+    text = model.read_text()
+    assert "variables" in text and "objective" in text
+    assert "model variables / constraints" in result.stdout

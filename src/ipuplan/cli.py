@@ -130,6 +130,7 @@ def optimize_command(
     scope: Scope = "kernels",
     as_json: Annotated[bool, typer.Option("--json", help="Print a machine-readable summary instead of tables.")] = False,
     force: Force = False,
+    dump_model: Annotated[Path | None, typer.Option(help="Write the CP-SAT model (text proto) here, for debugging.")] = None,
 ) -> None:
     """Minimise the peak per-tile usage and write the rewritten plan (exit 3 if the budgets cannot be met)."""
     refuse_overwrite(output, force)
@@ -147,6 +148,7 @@ def optimize_command(
         deterministic=workers == 1,
         scope=scope,
         progress=None if as_json else _print_progress,
+        dump_model=None if dump_model is None else str(dump_model),
     )
     write_plan(result.plan, output)
     if as_json:

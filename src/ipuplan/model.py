@@ -65,6 +65,8 @@ class SolverSettings:
     seed: int = 0
     deterministic: bool = False
     """One worker and a deterministic time limit: the same answer on every run."""
+    dump_model: str | None = None
+    """Write the phase-1 model (CP-SAT text proto) here, for debugging."""
 
 
 @dataclass(frozen=True)
@@ -277,6 +279,8 @@ def solve(
     choices = build_model(space, rows, budgets, ceiling)
     choices.hint(input_choice)
     choices.model.minimize(choices.peak)
+    if settings.dump_model:
+        choices.model.export_to_file(settings.dump_model)
     built = time.perf_counter()
     proto = choices.model.proto
     sizes = dict(variables=len(proto.variables), constraints=len(proto.constraints), steps_kept=len(rows),

@@ -146,6 +146,7 @@ def optimize(
     deterministic: bool = False,
     scope: str = "kernels",
     progress: Progress | None = None,
+    dump_model: str | None = None,
 ) -> OptimizeResult:
     """Re-plan the free layouts of `plan` to minimise its peak per-tile usage.
 
@@ -160,7 +161,7 @@ def optimize(
     (367216, 194928, 'optimal')
     """
     budgets = resolve_budgets(plan, budget, interleaved_budget, support_reserve)
-    settings = SolverSettings(time_limit, workers or default_workers(), seed, deterministic)
+    settings = SolverSettings(time_limit, workers or default_workers(), seed, deterministic, dump_model)
     space = candidate_space(plan, scope)
     solved = solve(plan, space, budgets, settings, progress)
     before = estimate(plan, budgets)

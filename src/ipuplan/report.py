@@ -92,6 +92,7 @@ def optimize_table(result) -> Table:
         ("bound / gap", "", f"{solved.bound:,} / {_percent(solved.gap)}"),
         ("free groups / candidates", "", f"{result.free_groups} / {result.candidates}"),
         ("steps in model / total", "", f"{solved.steps_kept} / {solved.steps_total}"),
+        ("model variables / constraints", "", f"{solved.variables:,} / {solved.constraints:,}"),
         ("build / solve / first solution", "", f"{solved.build_seconds:.2f} s / {solved.solve_seconds:.2f} s / "
          f"{_seconds(solved.first_solution_seconds)}"),
     ]

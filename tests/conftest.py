@@ -3,9 +3,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from reference import REFERENCE
 
 from ipuplan import Plan, load_plan
-from reference import REFERENCE
 
 
 @pytest.fixture(scope="session")

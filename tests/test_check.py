@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from reference import with_step, with_value
 
 from ipuplan.check import check, placement_problem
 from ipuplan.format import ClassBytes
 from ipuplan.layout import format_layout, parse_layout
-from reference import with_step, with_value
 
 
 def test_reference_plan_is_consistent(reference_plan):

@@ -5,10 +5,10 @@ import subprocess
 import sys
 
 import pytest
+from reference import REFERENCE
 from typer.testing import CliRunner
 
 from ipuplan.cli import app
-from reference import REFERENCE
 
 runner = CliRunner()
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+from reference import REFERENCE, with_step
 from typer.testing import CliRunner
 
 from ipuplan import PlanError, write_plan
@@ -8,7 +9,6 @@ from ipuplan.cli import app
 from ipuplan.diff import diff_lines, diff_plans
 from ipuplan.optimizer import optimize
 from ipuplan.synth import repeat_layers
-from reference import REFERENCE, with_step
 
 
 @pytest.fixture(scope="module")

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from reference import with_step
 
 from ipuplan.estimate import Budgets, estimate, shard_bytes
 from ipuplan.layout import parse_layout
-from reference import with_step
 
 
 def test_every_value_bytes(reference_plan):

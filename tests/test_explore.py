@@ -5,6 +5,7 @@ import json
 import shutil
 
 import pytest
+from reference import MODELS, REFERENCE
 from typer.testing import CliRunner
 
 from ipuplan import load_plan
@@ -12,7 +13,6 @@ from ipuplan.check import check
 from ipuplan.cli import app
 from ipuplan.errors import PlanError
 from ipuplan.exploration import ExecutorMissing, explore, job_layout
-from reference import MODELS, REFERENCE
 
 runner = CliRunner()
 

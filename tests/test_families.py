@@ -5,15 +5,15 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from reference import with_step, with_value
 
 from ipuplan.check import check
 from ipuplan.dataflow import dataflow
+from ipuplan.estimate import Budgets
 from ipuplan.families import Split, current_split, derive, family_problems, recognise_families
 from ipuplan.layout import format_layout, parse_layout
 from ipuplan.rewrite import IllegalRewrite, rewrite
-from ipuplan.estimate import Budgets
 from ipuplan.space import candidate_space
-from reference import with_step, with_value
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +100,7 @@ def test_kernel_candidates_start_with_the_input_split(reference_plan):
     assert len(kernels) == 9
     for group in kernels:
         first = group.candidates[0]
-        assert all(format_layout(l) == reference_plan.values[m].layout for m, l in zip(group.members, first.layouts))
+        assert all(format_layout(x) == reference_plan.values[m].layout for m, x in zip(group.members, first.layouts))
 
 
 def test_kernel_scope_optimises_the_reference_plan_legally(reference_plan):

@@ -3,8 +3,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from reference import ALL_PLANS, REFERENCE
+
 from ipuplan import PlanError, dump_plan, load_plan, plan_from_json, write_plan
 
 

@@ -6,10 +6,10 @@ import json
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from reference import REFERENCE
 
 from ipuplan import PlanError, plan_from_json
 from ipuplan.check import check
-from reference import REFERENCE
 
 RAW = json.loads(REFERENCE.read_text())
 TEXT = REFERENCE.read_text()

@@ -3,13 +3,13 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from reference import ALL_PLANS
 
 from ipuplan import load_plan
 from ipuplan.debug_syntax import Atom, Call, ListTerm, Struct, format_term, format_terms, parse_term, parse_terms
 from ipuplan.errors import SyntaxProblem
 from ipuplan.layout import element_size, format_layout, parse_layout
 from ipuplan.operation import parse_operation
-from reference import ALL_PLANS
 
 
 def _strings(path):

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from reference import ALL_PLANS
 
 from ipuplan import load_plan
 from ipuplan.check import check
 from ipuplan.optimizer import optimize
 from ipuplan.rewrite import contract_violations
-from reference import ALL_PLANS
 
 
 @pytest.mark.parametrize("path", ALL_PLANS, ids=lambda p: p.name)

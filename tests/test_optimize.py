@@ -10,10 +10,10 @@ from ipuplan import InfeasibleBudget, dump_plan
 from ipuplan.baseline import greedy_choice, smallest_candidates_bound, unneeded_changes, usage_of
 from ipuplan.check import check
 from ipuplan.estimate import Budgets, estimate
+from ipuplan.layout import format_layout
 from ipuplan.model import SolveStatus, step_rows
 from ipuplan.optimizer import optimize
 from ipuplan.rewrite import IllegalRewrite, contract_violations, rewrite
-from ipuplan.layout import format_layout
 from ipuplan.space import candidate_space, partition_vectors
 
 

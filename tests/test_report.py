@@ -7,14 +7,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from reference import REFERENCE
 from typer.testing import CliRunner
 
 from ipuplan import write_plan
 from ipuplan.cli import app
+from ipuplan.estimate import estimate
 from ipuplan.optimizer import optimize
 from ipuplan.page import anatomy_rows, render_html
-from ipuplan.estimate import estimate
-from reference import REFERENCE
 
 ARTIFACTS = Path(os.environ.get("IPUPLAN_ARTIFACTS", Path(__file__).resolve().parent.parent / "test-artifacts"))
 

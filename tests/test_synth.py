@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+from reference import REFERENCE
 from typer.testing import CliRunner
 
 from ipuplan import PlanError, dump_plan, load_plan
@@ -9,7 +10,6 @@ from ipuplan.cli import app
 from ipuplan.dataflow import dataflow
 from ipuplan.estimate import estimate
 from ipuplan.synth import repeat_layers, unroll, with_budget_factor
-from reference import REFERENCE
 
 
 def test_identity_cases_are_byte_identical(reference_plan):

@@ -19,12 +19,11 @@ from rich.console import Console
 
 from ipuplan.check import check
 from ipuplan.dataflow import dataflow
+from ipuplan.diff import diff_lines, diff_plans
 from ipuplan.errors import IpuplanError, PlanError
 from ipuplan.estimate import estimate
 from ipuplan.format import load_plan, write_plan
-from ipuplan.diff import diff_lines, diff_plans
 from ipuplan.page import render_html, render_png
-from ipuplan.synth import repeat_layers, unroll, with_budget_factor, with_scope
 from ipuplan.report import (
     contributors_table,
     explore_table,
@@ -33,6 +32,7 @@ from ipuplan.report import (
     optimize_table,
     summary_table,
 )
+from ipuplan.synth import repeat_layers, unroll, with_budget_factor, with_scope
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -68,7 +68,7 @@ def one_line_errors(command):
             raise typer.Exit(error.exit_code) from None
         except (typer.Exit, typer.Abort, KeyboardInterrupt):
             raise
-        except Exception as error:  # noqa: BLE001: the promise is no traceback, ever
+        except Exception as error:  # noqa: BLE001 (the promise: no traceback, ever)
             if os.environ.get("IPUPLAN_DEBUG"):
                 raise
             typer.echo(f"internal error: {type(error).__name__}: {error} (IPUPLAN_DEBUG=1 shows more)", err=True)

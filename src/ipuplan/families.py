@@ -179,6 +179,20 @@ def inner_block_granule(plan: Plan, family: KernelFamily) -> int:
     return max(1, 32 // element_size(format_term(multiply)))
 
 
+def ceil_div(numerator: int, denominator: int) -> int:
+    return -(-numerator // denominator)
+
+
+def inner_block_for(k_dimension: int, k: int, granule: int) -> int | None:
+    """The K block that cuts K into exactly `k` blocks of a whole number of granules, if one does.
+
+    >>> inner_block_for(1152, 4, 32), inner_block_for(588, 4, 32), inner_block_for(1152, 7, 32)
+    (288, 160, None)
+    """
+    block = ceil_div(ceil_div(k_dimension, k), granule) * granule
+    return block if ceil_div(k_dimension, block) == k else None
+
+
 def family_problems(plan: Plan, family: KernelFamily) -> list[str]:
     """Every way the family's layouts, operation and scratch disagree with its own split."""
     split = current_split(plan, family)
@@ -250,8 +264,8 @@ def derive(plan: Plan, family: KernelFamily, split: Split) -> FamilyLayouts | st
     left = values[family.left].parsed_layout
     k_dimension = values[family.left].shape[_dimension(values[family.left], left, family.left_axes["k"])]
     granule = inner_block_granule(plan, family)
-    inner_block = -(-(-(-k_dimension // split.k)) // granule) * granule
-    if -(-k_dimension // inner_block) != split.k:
+    inner_block = inner_block_for(k_dimension, split.k, granule)
+    if inner_block is None:
         return f"pK={split.k} does not cut K={k_dimension} into {split.k} blocks of a multiple of {granule}"
     k_axis = {"block_size": inner_block, "padding_multiple": inner_block, "partitions": split.k}
     new_left = _set_axis(_set_axis(left, family.left_axes["k"], **k_axis), family.left_axes["m"], partitions=split.m)

@@ -171,7 +171,7 @@ def _check_references(plan: Plan) -> None:
         if step.index != position:
             raise PlanError(f"index {step.index} out of order (expected {position})", location=f"{where}.index")
         try:
-            step.parsed_operation
+            parse_operation(step.operation)
         except SyntaxProblem as problem:
             raise PlanError(f"malformed operation: {problem}", location=f"{where}.operation") from None
         for slot, value_id in enumerate(step.live):

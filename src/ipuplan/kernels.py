@@ -13,7 +13,16 @@ import numpy as np
 
 from ipuplan.dataflow import Dataflow
 from ipuplan.estimate import GRANULE, value_bytes
-from ipuplan.families import KernelFamily, Split, derive, inner_block_granule, recognise_families, current_split
+from ipuplan.families import (
+    KernelFamily,
+    Split,
+    ceil_div,
+    current_split,
+    derive,
+    inner_block_for,
+    inner_block_granule,
+    recognise_families,
+)
 from ipuplan.format import Plan
 from ipuplan.space import (
     Candidate,
@@ -68,11 +77,10 @@ class _Sizer:
     @staticmethod
     def extent(axis: tuple[int, int], partitions: int) -> int:
         blocks, block = axis
-        return -(-blocks // partitions) * block
+        return ceil_div(blocks, partitions) * block
 
     def inner_block(self, k: int) -> int | None:
-        block = -(-(-(-self.k_dimension // k)) // self.granule) * self.granule
-        return block if -(-self.k_dimension // block) == k else None
+        return inner_block_for(self.k_dimension, k, self.granule)
 
     def _bytes(self, value_id: int, elements: int) -> int:
         size = elements * self.size[value_id]

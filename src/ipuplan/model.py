@@ -211,7 +211,7 @@ def build_model(space: CandidateSpace, rows: list[StepRow], budgets: Budgets | N
         model.add_exactly_one(row)
     floor = max((row.bounds()[0] for row in rows), default=0)
     peak = model.new_int_var(min(floor, peak_ceiling), max(floor, peak_ceiling), "peak")
-    for row, standard, interleaved in usage_expressions(choose, rows):
+    for _, standard, interleaved in usage_expressions(choose, rows):
         model.add(standard + interleaved <= peak)
         if budgets is not None:
             model.add(standard <= budgets.standard_limit)

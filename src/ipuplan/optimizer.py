@@ -12,8 +12,8 @@ from ipuplan.estimate import Budgets, Estimate, estimate
 from ipuplan.format import Plan
 from ipuplan.model import (
     Progress,
-    SolverSettings,
     SolveResult,
+    SolverSettings,
     SolveStatus,
     StepRow,
     build_model,

@@ -14,8 +14,8 @@ import re
 from bisect import insort
 
 from ipuplan.dataflow import INTERMEDIATE_PREFIX, dataflow
-from ipuplan.estimate import Budgets
 from ipuplan.errors import PlanError
+from ipuplan.estimate import Budgets
 from ipuplan.format import Plan, Value
 from ipuplan.liveness import liveness
 from ipuplan.rewrite import with_budgets, with_derived_fields

@@ -80,10 +80,6 @@ class Dataflow:
                 found.setdefault(value_id, []).append(flow.index)
         return {v: tuple(s) for v, s in found.items()}
 
-    @cached_property
-    def ambiguous_steps(self) -> frozenset[int]:
-        return frozenset(a.step for a in self.ambiguities)
-
 
 def is_body_argument(value: Value) -> bool:
     return value.name.endswith(BODY_ARGUMENT) and value.is_alias

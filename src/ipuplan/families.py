@@ -212,7 +212,7 @@ def family_problems(plan: Plan, family: KernelFamily) -> list[str]:
     for key, value in (("inner_block", expected.inner_block), ("output_columns", expected.output_columns)):
         if operation.gemm_field(key) != value:
             problems.append(f"{key} {operation.gemm_field(key)} but split {_label(split)} needs {value}")
-    scratch = plan.steps[family.sum_step].scratch.standard
+    scratch = plan.steps[family.sum_step].scratch.standard + plan.steps[family.sum_step].scratch.interleaved
     if scratch != expected.sum_scratch:
         problems.append(f"Sum scratch {scratch} is not (pK+1) x shard = {expected.sum_scratch}")
     return problems

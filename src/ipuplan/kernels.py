@@ -185,7 +185,9 @@ def _family_candidate(plan: Plan, family: KernelFamily, split: Split, members: t
         value_bytes(values[m].model_copy(update={"shape": list(shape)}), m in aligned, layout)
         for m, shape, layout in zip(members, shapes, layouts)
     )
-    scratch = ((family.sum_step, derived.sum_scratch, 0),) + tuple(
+    given = plan.steps[family.sum_step].scratch
+    sum_scratch = (0, derived.sum_scratch) if given.standard == 0 and given.interleaved > 0 else (derived.sum_scratch, 0)
+    scratch = ((family.sum_step, *sum_scratch),) + tuple(
         (step, sizes[position].shard_bytes * standard, sizes[position].shard_bytes * interleaved)
         for step, position, standard, interleaved in ratios
     )

@@ -7,6 +7,7 @@ changed values at that peak) and returns a plain `SolveResult`.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -255,13 +256,38 @@ def _solver(settings: SolverSettings, seconds: float) -> cp_model.CpSolver:
     return solver
 
 
+_BOUND_LINE = re.compile(r"^#Bound\s+\S+\s+best:(\S+)\s+next:\[(\d+),")
+
+
+def _bound_reporter(phase: str, progress: Progress, started: float):
+    """Turns CP-SAT's `#Bound` log lines into progress calls, so long proofs show the bound moving."""
+
+    def report(line: str) -> None:
+        match = _BOUND_LINE.match(line)
+        if match and match.group(1) != "inf":
+            progress(phase, int(float(match.group(1))), int(match.group(2)), time.perf_counter() - started)
+
+    return report
+
+
 def _run(choices: LayoutChoices, settings: SolverSettings, seconds: float, phase: str, progress, started):
     solver = _solver(settings, seconds)
+    if progress is not None:
+        solver.parameters.log_search_progress = True
+        solver.parameters.log_to_stdout = False
+        solver.log_callback = _bound_reporter(phase, progress, started)
     watcher = _Watcher(phase, progress, started)
     status = solver.solve(choices.model, watcher)
     if status == cp_model.MODEL_INVALID:
         raise RuntimeError(f"CP-SAT rejected the model: {choices.model.validate()}")
     return solver, _STATUS[status], watcher.first
+
+
+def _in_exchange_bytes(progress: Progress | None, weight: int) -> Progress | None:
+    """Phase 2's objective is exchange x weight + changes: report it in exchange bytes."""
+    if progress is None:
+        return None
+    return lambda phase, objective, bound, elapsed: progress(phase, objective // weight, bound // weight, elapsed)
 
 
 def solve(
@@ -292,10 +318,11 @@ def solve(
                            first_solution_seconds=first, **sizes)
     best_peak, bound, choice = int(solver.objective_value), int(solver.best_objective_bound), choices.chosen(solver)
     choices.model.add(choices.peak <= best_peak)
-    choices.model.minimize(choices.exchange * (sum(len(g.members) for g in space.free) + 1) + choices.changed)
+    weight = sum(len(g.members) for g in space.free) + 1
+    choices.model.minimize(choices.exchange * weight + choices.changed)
     choices.hint(choice)
     remaining = max(settings.time_limit - (time.perf_counter() - built), settings.time_limit * 0.2)
-    solver2, status2, _ = _run(choices, settings, remaining, "movement", progress, built)
+    solver2, status2, _ = _run(choices, settings, remaining, "exchange", _in_exchange_bytes(progress, weight), built)
     if status2 in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
         choice = choices.chosen(solver2)
     exchange = sum(space.free[g].candidates[c].exchange_bytes for g, c in enumerate(choice))

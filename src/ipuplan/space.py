@@ -14,6 +14,7 @@ from math import prod
 
 from ipuplan.dataflow import Dataflow, dataflow
 from ipuplan.errors import IpuplanError
+from ipuplan.exchange import mapped_exchange_bytes
 from ipuplan.estimate import ValueBytes, amp_aligned_values, shard_bytes, value_bytes
 from ipuplan.format import Plan
 from ipuplan.layout import MEMORY_CLASSES, Layout, parse_layout
@@ -206,33 +207,52 @@ def tiling_signature(rank: int, layout: Layout) -> tuple:
     )
 
 
-def moved_tensors(plan: Plan, flow: Dataflow, members: tuple[int, ...]) -> list[tuple[int, tuple, int]]:
-    """(member position, other side's tiling, bytes) for every mover step between a member and a non-member."""
+@dataclass(frozen=True)
+class Move:
+    """A mover step between a group member and a value outside the group."""
+
+    position: int
+    """The member's position in its group."""
+    outgoing: bool
+    """True when the member is the source (it is read), False when it is the result."""
+    other: Layout
+    other_shape: tuple[int, ...]
+    logical_bytes: int
+
+
+def moved_tensors(plan: Plan, flow: Dataflow, members: tuple[int, ...]) -> list[Move]:
+    """Every mover step between a member and a non-member, with the other side's layout."""
     values = plan.values
     moved = []
     for position, member in enumerate(members):
         logical = prod(values[member].shape) * values[member].element_size
         for step in (*flow.readers.get(member, ()), *flow.writers.get(member, ())):
             step_flow = flow.steps[step]
-            others = step_flow.writes if member in step_flow.reads or member in flow.bindings else step_flow.reads
-            for other in others:
+            outgoing = member in step_flow.reads or member in flow.bindings
+            for other in step_flow.writes if outgoing else step_flow.reads:
                 if other not in members:
-                    other_value = values[other]
-                    moved.append((position, tiling_signature(len(other_value.shape), other_value.parsed_layout), logical))
+                    value = values[other]
+                    moved.append(Move(position, outgoing, value.parsed_layout, tuple(value.shape), logical))
     return moved
 
 
-def exchange_cost(
-    plan: Plan, members: tuple[int, ...], moved: list[tuple[int, tuple, int]], layouts: tuple[Layout, ...]
-) -> int:
+def exchange_cost(plan: Plan, members: tuple[int, ...], moved: list[Move], layouts: tuple[Layout, ...]) -> int:
     """Bytes the group's mover steps send between tiles if its members take `layouts`.
 
-    A mover whose other side is cut and placed identically copies locally (0 bytes);
-    otherwise every element of the moved tensor is counted as sent. The other side is
-    taken at its input layout, which keeps the cost linear in the choice.
+    From the tile mappings (`ipuplan.exchange`) when both sides have one shape; between
+    shapes (slices, views, padding) the whole tensor unless both sides are tiled identically.
+    The other side is taken at its input layout, which keeps the cost linear in the choice.
     """
-    own = [tiling_signature(len(plan.values[m].shape), layout) for m, layout in zip(members, layouts)]
-    return sum(size for position, other, size in moved if other != own[position])
+    total = 0
+    for move in moved:
+        value = plan.values[members[move.position]]
+        own = layouts[move.position]
+        if tuple(value.shape) == move.other_shape:
+            source, target = (own, move.other) if move.outgoing else (move.other, own)
+            total += mapped_exchange_bytes(move.other_shape, value.element_size, source, target)
+        elif tiling_signature(len(value.shape), own) != tiling_signature(len(move.other_shape), move.other):
+            total += move.logical_bytes
+    return total
 
 
 @lru_cache(maxsize=4096)

@@ -86,7 +86,7 @@ class _Sizer:
         size = elements * self.size[value_id]
         if value_id in self.aligned:
             granule = GRANULE[self.plan.values[value_id].memory_class]
-            size = -(-size // granule) * granule
+            size = ceil_div(size, granule) * granule
         return size
 
     def sum_spread(self, split: Split, tiles: int, fixed: tuple[int, int] | None) -> tuple[int, int] | None:
@@ -131,7 +131,7 @@ def split_options(plan: Plan, family: KernelFamily, aligned: frozenset[int], sum
     tiles = plan.tile_count
     found: list[Split] = []
     vectors: list[tuple[int, ...]] = []
-    for k in range(1, -(-sizer.k_dimension // sizer.granule) + 1):
+    for k in range(1, ceil_div(sizer.k_dimension, sizer.granule) + 1):
         inner_block = sizer.inner_block(k)
         if inner_block is None:
             continue

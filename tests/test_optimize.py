@@ -152,3 +152,20 @@ def test_unknown_operation_is_kept_and_freezes_what_it_may_touch(reference_plan)
     reasons = {m: g.reason for g in result.frozen for m in g.members}
     assert "an operation ipuplan does not know (FancyFusedThing)" in reasons[8]
     assert check(result.plan) == [] and result.after.raw_peak <= result.before.raw_peak
+
+
+def test_structurally_inconsistent_input_is_refused_not_blamed_on_the_optimiser(reference_plan):
+    from ipuplan.errors import PlanError
+    from reference import with_step
+
+    text = reference_plan.steps[12].operation.replace("inner_block: 288", "inner_block: 96")
+    with pytest.raises(PlanError, match="input plan is inconsistent: step 12: Gemm family"):
+        optimize(with_step(reference_plan, 12, operation=text), time_limit=2)
+
+
+def test_stale_derived_numbers_are_simply_recomputed(reference_plan):
+    from reference import with_value
+
+    stale = with_value(reference_plan, 20, bytes=1)
+    result = optimize(stale, deterministic=True, time_limit=5, scope="storage")
+    assert check(result.plan) == [] and result.after.raw_peak == 198_256

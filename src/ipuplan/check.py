@@ -16,14 +16,20 @@ from ipuplan.layout import Layout
 
 @dataclass(frozen=True)
 class Mismatch:
-    """One disagreement: `where` is a location such as ``value 12`` or ``step 3``."""
+    """One disagreement: `where` is a location such as ``value 12`` or ``step 3``.
+
+    Either a stored number that differs from the `expected` one, or a broken rule (`rule`).
+    """
 
     where: str
     field: str
-    stored: object
-    expected: object
+    stored: object = None
+    expected: object = None
+    rule: str = ""
 
     def __str__(self) -> str:
+        if self.rule:
+            return f"{self.where}: {self.field}: {self.rule}"
         return f"{self.where}: {self.field} is {self.stored!r}, expected {self.expected!r}"
 
 
@@ -55,7 +61,7 @@ def _value_mismatches(value: Value, expected, chip_tiles: int) -> list[Mismatch]
     ]
     problem = placement_problem(value.parsed_layout, chip_tiles)
     if problem:
-        found.append(Mismatch(where, "layout", "illegal", problem))
+        found.append(Mismatch(where, "layout", rule=problem))
     return found
 
 
@@ -104,7 +110,7 @@ def _family_mismatches(plan: Plan) -> list[Mismatch]:
     """Gemm families whose layouts, operation string or Sum scratch disagree with one split."""
     families, _ = recognise_families(plan, dataflow(plan))
     return [
-        Mismatch(f"step {family.gemm_step}", "Gemm family", "inconsistent", problem)
+        Mismatch(f"step {family.gemm_step}", "Gemm family", rule=problem)
         for family in families
         for problem in family_problems(plan, family)
     ]

@@ -137,19 +137,22 @@ def optimize_command(
     plan = load_plan(plan_path)
     from ipuplan import optimizer  # the solver's import is paid only by the commands that solve
 
-    result = optimizer.optimize(
-        plan,
-        budget=budget,
-        interleaved_budget=interleaved_budget,
-        support_reserve=support_reserve,
-        time_limit=time_limit,
-        workers=workers,
-        seed=seed,
-        deterministic=workers == 1,
-        scope=scope,
-        progress=None if as_json else _print_progress,
-        dump_model=None if dump_model is None else str(dump_model),
-    )
+    try:
+        result = optimizer.optimize(
+            plan,
+            budget=budget,
+            interleaved_budget=interleaved_budget,
+            support_reserve=support_reserve,
+            time_limit=time_limit,
+            workers=workers,
+            seed=seed,
+            deterministic=workers == 1,
+            scope=scope,
+            progress=None if as_json else _print_progress,
+            dump_model=None if dump_model is None else str(dump_model),
+        )
+    except PlanError as error:
+        raise error.at(source=str(plan_path)) from None
     write_plan(result.plan, output)
     if as_json:
         typer.echo(json.dumps(optimize_summary(result, str(plan_path), str(output)), indent=2))

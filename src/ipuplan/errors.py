@@ -27,9 +27,10 @@ class PlanError(IpuplanError):
         return f"{where}: {self.message}"
 
     def at(self, *, source: str | None = None, prefix: str = "") -> PlanError:
-        """The same error, placed in a file and/or under an outer location."""
+        """The same error, placed in a file (unless it already names one) and/or under an outer location."""
         location = f"{prefix}{self.location}" if prefix else self.location
-        return PlanError(self.message, location=location, source=source or self.source)
+        named = self.source if self.source != "<plan>" else (source or self.source)
+        return PlanError(self.message, location=location, source=named)
 
 
 class SyntaxProblem(ValueError):

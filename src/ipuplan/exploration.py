@@ -123,7 +123,8 @@ def explore_one(path: str, out_dir: str, settings: ExploreSettings) -> ExploreRo
         write_plan(result.plan, output)
     except IpuplanError as error:
         status = "infeasible" if isinstance(error, InfeasibleBudget) else "error"
-        return replace(row, status=status, error=str(error), seconds=time.perf_counter() - started)
+        located = error.at(source=str(source)) if isinstance(error, PlanError) else error
+        return replace(row, status=status, error=str(located), seconds=time.perf_counter() - started)
     except OSError as error:
         message = f"{error.filename or source}: {error.strerror}"
         return replace(row, error=message, seconds=time.perf_counter() - started)

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from ipuplan.errors import BudgetError, InfeasibleBudget
+from ipuplan.check import check
+from ipuplan.errors import BudgetError, InfeasibleBudget, PlanError
 from ipuplan.estimate import Budgets, Estimate, estimate
 from ipuplan.format import Plan
 from ipuplan.model import (
@@ -89,6 +90,18 @@ def _changes(before: Plan, after: Plan, old: Estimate, new: Estimate) -> tuple[C
     )
 
 
+STRUCTURAL_FIELDS = frozenset({"layout", "Gemm family", "scratch.standard"})
+"""Mismatches a rewrite cannot repair; stale derived numbers (bytes, usage, peaks) it recomputes."""
+
+
+def require_structurally_consistent(plan: Plan) -> None:
+    """Refuse a plan whose layouts, families or scratch break the format's rules (PlanError, exit 2)."""
+    problems = [m for m in check(plan) if m.field in STRUCTURAL_FIELDS]
+    if problems:
+        more = f" (and {len(problems) - 1} more; run `ipuplan check`)" if len(problems) > 1 else ""
+        raise PlanError(f"the input plan is inconsistent: {problems[0]}{more}")
+
+
 def explain_infeasible(space: CandidateSpace, rows: list[StepRow], budgets: Budgets, seconds: float) -> str:
     """Which budget at which step cannot be met, by how much, and the lowest reachable peak.
 
@@ -161,6 +174,7 @@ def optimize(
     (367216, 194928, 'optimal')
     """
     budgets = resolve_budgets(plan, budget, interleaved_budget, support_reserve)
+    require_structurally_consistent(plan)
     settings = SolverSettings(time_limit, workers or default_workers(), seed, deterministic, dump_model)
     space = candidate_space(plan, scope)
     solved = solve(plan, space, budgets, settings, progress)

@@ -19,8 +19,8 @@ def print_table(rows: list[dict], title: str = "") -> None:
     if not rows:
         print("(no rows)")
         return
-    headers = list(rows[0])
-    cells = [[cell(row[h]) for h in headers] for row in rows]
+    headers = list(max(rows, key=len))
+    cells = [[cell(row.get(h, "")) for h in headers] for row in rows]
     widths = [max(len(h), *(len(line[i]) for line in cells)) for i, h in enumerate(headers)]
     print("  ".join(h.rjust(w) for h, w in zip(headers, widths)))
     for line in cells:

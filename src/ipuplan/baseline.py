@@ -25,15 +25,19 @@ class Usage:
     def peak(self) -> int:
         return int((self.standard + self.interleaved).max(initial=0))
 
-    def within(self, budgets: Budgets | None) -> bool:
+    def violation(self, budgets: Budgets | None) -> int:
+        """Bytes over the budgets, summed over steps and budget rows (0 when everything fits)."""
         if budgets is None:
-            return True
-        total = self.standard + self.interleaved
-        return bool(
-            (self.standard <= budgets.standard_limit).all()
-            and (self.interleaved <= budgets.interleaved_budget_bytes).all()
-            and (total <= budgets.total_limit).all()
+            return 0
+        over = (
+            np.maximum(self.standard - budgets.standard_limit, 0)
+            + np.maximum(self.interleaved - budgets.interleaved_budget_bytes, 0)
+            + np.maximum(self.standard + self.interleaved - budgets.total_limit, 0)
         )
+        return int(over.sum())
+
+    def within(self, budgets: Budgets | None) -> bool:
+        return self.violation(budgets) == 0
 
 
 def usage_of(rows: list[StepRow], choice: tuple[int, ...]) -> Usage:
@@ -48,23 +52,38 @@ def smallest_candidates_bound(rows: list[StepRow]) -> int:
 
 
 def greedy_choice(space: CandidateSpace, rows: list[StepRow], budgets: Budgets | None) -> tuple[int, ...]:
-    """From the input layouts, repeatedly make the single switch that lowers the peak most."""
+    """From the input layouts, repeatedly make the single switch that lowers (budget excess, peak) most.
+
+    Switches are tried for the groups live at the peak step, or at the step most over budget.
+    """
     choice = [0] * len(space.free)
     current = usage_of(rows, tuple(choice))
     while True:
-        peak_row = rows[int(np.argmax(current.standard + current.interleaved))]
-        best = (current.peak, None)
-        for g, _, _ in peak_row.terms:
+        focus = rows[_focus_row(current, budgets)]
+        best = ((current.violation(budgets), current.peak), None)
+        for g, _, _ in focus.terms:
             for c in range(len(space.free[g].candidates)):
                 trial = tuple(c if k == g else x for k, x in enumerate(choice))
                 usage = usage_of(rows, trial)
-                if usage.peak < best[0] and usage.within(budgets):
-                    best = (usage.peak, (g, c))
+                score = (usage.violation(budgets), usage.peak)
+                if score < best[0]:
+                    best = (score, (g, c))
         if best[1] is None:
             return tuple(choice)
         g, c = best[1]
         choice[g] = c
         current = usage_of(rows, tuple(choice))
+
+
+def _focus_row(usage: Usage, budgets: Budgets | None) -> int:
+    """The step most over budget, or the peak step when everything fits."""
+    total = usage.standard + usage.interleaved
+    if budgets is not None and not usage.within(budgets):
+        over = (np.maximum(usage.standard - budgets.standard_limit, 0)
+                + np.maximum(usage.interleaved - budgets.interleaved_budget_bytes, 0)
+                + np.maximum(total - budgets.total_limit, 0))
+        return int(np.argmax(over))
+    return int(np.argmax(total))
 
 
 def unneeded_changes(space: CandidateSpace, rows: list[StepRow], choice: tuple[int, ...]) -> list[int]:

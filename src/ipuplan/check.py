@@ -7,7 +7,7 @@ from functools import lru_cache
 from itertools import product
 from math import prod
 
-from ipuplan.dataflow import dataflow
+from ipuplan.dataflow import Dataflow, dataflow
 from ipuplan.estimate import Estimate, estimate
 from ipuplan.families import family_problems, recognise_families
 from ipuplan.format import Plan, Value
@@ -65,10 +65,9 @@ def _value_mismatches(value: Value, expected, chip_tiles: int) -> list[Mismatch]
     return found
 
 
-def _scratch_mismatches(plan: Plan, result: Estimate) -> list[Mismatch]:
+def _scratch_mismatches(plan: Plan, result: Estimate, flow: Dataflow) -> list[Mismatch]:
     """Scratch rules of PLAN_FORMAT.md where the step's result is known."""
     found = []
-    flow = dataflow(plan)
     for step, step_flow in zip(plan.steps, flow.steps):
         operation = step.parsed_operation
         if len(step_flow.writes) != 1:
@@ -106,9 +105,9 @@ def _top_level_mismatches(plan: Plan, result: Estimate) -> list[Mismatch]:
     return found
 
 
-def _family_mismatches(plan: Plan) -> list[Mismatch]:
+def _family_mismatches(plan: Plan, flow: Dataflow) -> list[Mismatch]:
     """Gemm families whose layouts, operation string or Sum scratch disagree with one split."""
-    families, _ = recognise_families(plan, dataflow(plan))
+    families, _ = recognise_families(plan, flow)
     return [
         Mismatch(f"step {family.gemm_step}", "Gemm family", rule=problem)
         for family in families
@@ -127,7 +126,8 @@ def check(plan: Plan) -> list[Mismatch]:
             stored = getattr(step.usage, cls)
             if stored != computed[step.index]:
                 found.append(Mismatch(f"step {step.index}", f"usage.{cls}", stored, computed[step.index]))
-    found += _scratch_mismatches(plan, result)
-    found += _family_mismatches(plan)
+    flow = dataflow(plan)
+    found += _scratch_mismatches(plan, result, flow)
+    found += _family_mismatches(plan, flow)
     found += _top_level_mismatches(plan, result)
     return found

@@ -69,8 +69,18 @@ def graph_lines(plan: Plan, flow: Dataflow) -> Iterable[str]:
         if step_flow.releases:
             line += f"  [released {', '.join(map(str, step_flow.releases))}]"
         yield line
+    for family in flow.families:
+        yield (
+            f"gemm family at step {family.gemm_step}: left {family.left} (from {_or_dash(family.left_source)}), "
+            f"right {family.right} (from {_or_dash(family.right_source)}), partials {_or_dash(family.partials)}, "
+            f"reduced at step {_or_dash(family.sum_step)} into {_or_dash(family.sum_result)}"
+        )
     for ambiguity in flow.ambiguities:
         yield f"ambiguous: {ambiguity}"
+
+
+def _or_dash(value: int | None) -> str:
+    return "-" if value is None else str(value)
 
 
 def optimize_table(result) -> Table:

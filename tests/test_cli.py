@@ -47,7 +47,7 @@ def test_graph_prints_every_step():
     lines = result.stdout.splitlines()
     assert lines[11].split()[-3:] == ["51", "->", "136"]
     assert sum(1 for line in lines if line.startswith("ambiguous:")) == 2
-    assert "gemm family at step 12: left 64 (from 63), right 136 (from 51), partials 137, reduced at step 13 into 65" in lines
+    assert "gemm family at step 12: left 64 (from 63), right 136 (from 51), partials 137 read at step 13 (Sum) into 65" in lines
 
 
 @pytest.mark.parametrize(

@@ -70,10 +70,11 @@ def graph_lines(plan: Plan, flow: Dataflow) -> Iterable[str]:
             line += f"  [released {', '.join(map(str, step_flow.releases))}]"
         yield line
     for family in flow.families:
+        reader = "-" if family.sum_step is None else f"{family.sum_step} ({plan.steps[family.sum_step].parsed_operation.kind})"
         yield (
             f"gemm family at step {family.gemm_step}: left {family.left} (from {_or_dash(family.left_source)}), "
-            f"right {family.right} (from {_or_dash(family.right_source)}), partials {_or_dash(family.partials)}, "
-            f"reduced at step {_or_dash(family.sum_step)} into {_or_dash(family.sum_result)}"
+            f"right {family.right} (from {_or_dash(family.right_source)}), partials {_or_dash(family.partials)} "
+            f"read at step {reader} into {_or_dash(family.sum_result)}"
         )
     for ambiguity in flow.ambiguities:
         yield f"ambiguous: {ambiguity}"

@@ -267,6 +267,8 @@ def derive(plan: Plan, family: KernelFamily, split: Split) -> FamilyLayouts | st
     inner_block = inner_block_for(k_dimension, split.k, granule)
     if inner_block is None:
         return f"pK={split.k} does not cut K={k_dimension} into {split.k} blocks of a multiple of {granule}"
+    if k_dimension % inner_block and left.axes[family.left_axes["k"]].padding == "Reject":
+        return f"K={k_dimension} rejects padding, and blocks of {inner_block} would pad it"
     k_axis = {"block_size": inner_block, "padding_multiple": inner_block, "partitions": split.k}
     new_left = _set_axis(_set_axis(left, family.left_axes["k"], **k_axis), family.left_axes["m"], partitions=split.m)
     new_left = _finish(new_left, split.n)

@@ -23,3 +23,13 @@ def test_pipeline_example_replans_the_reference_plan():
 def test_pipeline_example_reports_a_budget_that_cannot_fit():
     out = run_example("--budget", "240000", "--interleaved-budget", "100000")
     assert "does not fit: the " in out and "cannot be met at step" in out and "194,928 bytes" in out
+
+
+def test_rank_finalists_example_keeps_the_best_fitting_scope():
+    process = subprocess.run(
+        [sys.executable, str(EXAMPLES / "rank_finalists.py")], capture_output=True, text=True, check=True
+    )
+    lines = process.stdout.splitlines()
+    assert lines[0] == "1. finalist-5-tight: optimal, raw peak 194,928"  # ties keep the input order
+    assert lines[4] == "5. finalist-5-12layers: optimal, raw peak 577,168"
+    assert lines[-1] == "keep: finalist-5-tight (194,928 bytes per tile)"

@@ -138,3 +138,13 @@ def test_dump_model_writes_the_cp_sat_model(tmp_path):
     text = model.read_text()
     assert "variables" in text and "objective" in text
     assert "model variables / constraints" in result.stdout
+
+
+def test_optimize_says_what_it_left_alone_and_why(tmp_path):
+    table = runner.invoke(app, ["optimize", str(REFERENCE), "-o", str(tmp_path / "a.json"), "--scope", "storage"])
+    assert "left alone (" in table.stdout and "values: read by Gemm" in table.stdout
+    as_json = runner.invoke(app, ["optimize", str(REFERENCE), "-o", str(tmp_path / "b.json"), "--json"])
+    frozen = json.loads(as_json.stdout)["frozen"]
+    reasons = {v: entry["reason"] for entry in frozen for v in entry["values"]}
+    assert reasons[4].startswith(("no reader identified", "involved in an ambiguity"))
+    assert 8 not in reasons  # a resident weight the optimiser is free to move

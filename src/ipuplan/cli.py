@@ -27,6 +27,7 @@ from ipuplan.page import render_html, render_png
 from ipuplan.report import (
     contributors_table,
     explore_table,
+    frozen_lines,
     graph_lines,
     optimize_summary,
     optimize_table,
@@ -158,6 +159,9 @@ def optimize_command(
         typer.echo(json.dumps(optimize_summary(result, str(plan_path), str(output)), indent=2))
         return
     stdout.print(optimize_table(result))
+    typer.echo(f"left alone ({sum(len(g.members) for g in result.frozen)} values; --json lists each with its reason):")
+    for line in frozen_lines(result):
+        typer.echo(line)
     if result.note:
         typer.echo(f"note: {result.note}")
     typer.echo(f"wrote {output}")

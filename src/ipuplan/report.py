@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from rich.table import Table
@@ -112,6 +113,26 @@ def optimize_table(result) -> Table:
     return table
 
 
+def frozen_reason_kind(reason: str) -> str:
+    """A freeze reason without its step numbers and value ids, to group like with like.
+
+    >>> frozen_reason_kind("Gemm family at step 72: value 106 written by Add at step 74")
+    'Gemm family: written by Add'
+    """
+    if reason.startswith("involved in an ambiguity"):
+        return "involved in an ambiguity (see ipuplan graph)"
+    return re.sub(r"value \d+ ", "", re.sub(r" at step \d+", "", reason))
+
+
+def frozen_lines(result) -> list[str]:
+    """What the optimiser left alone, grouped by reason, largest groups first."""
+    counts: dict[str, int] = {}
+    for group in result.frozen:
+        kind = frozen_reason_kind(group.reason)
+        counts[kind] = counts.get(kind, 0) + len(group.members)
+    return [f"  {count:>5} values: {kind}" for kind, count in sorted(counts.items(), key=lambda item: -item[1])]
+
+
 def _yes(flag: bool) -> str:
     return "yes" if flag else "NO"
 
@@ -147,6 +168,7 @@ def optimize_summary(result, source: str, output: str | None) -> dict:
         "changed_value_ids": [c.value_id for c in result.changes],
         "exchange_bytes_added": result.exchange_bytes_added,
         "frozen_groups": len(result.frozen),
+        "frozen": [{"values": list(g.members), "reason": g.reason} for g in result.frozen],
         "free_groups": result.free_groups,
         "candidates": result.candidates,
         "variables": solved.variables,

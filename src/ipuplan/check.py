@@ -115,8 +115,11 @@ def _family_mismatches(plan: Plan, flow: Dataflow) -> list[Mismatch]:
     ]
 
 
-def check(plan: Plan) -> list[Mismatch]:
-    """Every place where the plan disagrees with its own estimate or breaks a layout rule."""
+def check(plan: Plan, flow: Dataflow | None = None) -> list[Mismatch]:
+    """Every place where the plan disagrees with its own estimate or breaks a layout rule.
+
+    `flow` is the plan's dataflow, when the caller has inferred it already.
+    """
     result = estimate(plan)
     found: list[Mismatch] = []
     for value, expected in zip(plan.values, result.values):
@@ -126,7 +129,7 @@ def check(plan: Plan) -> list[Mismatch]:
             stored = getattr(step.usage, cls)
             if stored != computed[step.index]:
                 found.append(Mismatch(f"step {step.index}", f"usage.{cls}", stored, computed[step.index]))
-    flow = dataflow(plan)
+    flow = flow or dataflow(plan)
     found += _scratch_mismatches(plan, result, flow)
     found += _family_mismatches(plan, flow)
     found += _top_level_mismatches(plan, result)

@@ -244,10 +244,19 @@ class _Inference:
         steps = tuple(self.flow(step) for step in self.plan.steps)
         written = {v for flow in steps for v in flow.writes}
         inputs = tuple(v for born in self.live.born_at for v in born if v not in written)
-        families = tuple(self.family(flow, steps) for flow in steps if self.plan.steps[flow.index].parsed_operation.kind == "Gemm")
+        writer = {v: flow for flow in steps for v in flow.writes}
+        readers: dict[int, list[StepFlow]] = {}
+        for flow in steps:
+            for v in flow.reads:
+                readers.setdefault(v, []).append(flow)
+        families = tuple(
+            self.family(flow, writer, readers)
+            for flow in steps
+            if self.plan.steps[flow.index].parsed_operation.kind == "Gemm"
+        )
         return Dataflow(steps, inputs, self.bindings, tuple(self.ambiguities), families)
 
-    def family(self, gemm: StepFlow, steps: tuple[StepFlow, ...]) -> GemmFamily:
+    def family(self, gemm: StepFlow, writer: dict[int, StepFlow], readers: dict[int, list[StepFlow]]) -> GemmFamily:
         values = self.plan.values
         operands = list(gemm.reads)
         if len(operands) != 2 or len(gemm.writes) != 1:
@@ -256,8 +265,7 @@ class _Inference:
         left = next((v for v in operands if values[v].parsed_layout.order_kind.startswith("Amp")), None)
         right = next((v for v in operands if v != left), None)
         partials = gemm.writes[0] if gemm.writes else None
-        writer = {v: flow for flow in steps for v in flow.writes}
-        sum_flow = next((f for f in steps[gemm.index + 1 :] if partials in f.reads), None)
+        sum_flow = next((f for f in readers.get(partials, ()) if f.index > gemm.index), None)
 
         def source(value_id: int | None) -> int | None:
             flow = writer.get(value_id)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 
 from ipuplan.check import check
+from ipuplan.dataflow import Dataflow, dataflow
 from ipuplan.errors import BudgetError, InfeasibleBudget, PlanError
 from ipuplan.estimate import Budgets, Estimate, estimate
 from ipuplan.format import Plan
@@ -94,9 +95,9 @@ STRUCTURAL_FIELDS = frozenset({"layout", "Gemm family", "scratch.standard"})
 """Mismatches a rewrite cannot repair; stale derived numbers (bytes, usage, peaks) it recomputes."""
 
 
-def require_structurally_consistent(plan: Plan) -> None:
+def require_structurally_consistent(plan: Plan, flow: Dataflow) -> None:
     """Refuse a plan whose layouts, families or scratch break the format's rules (PlanError, exit 2)."""
-    problems = [m for m in check(plan) if m.field in STRUCTURAL_FIELDS]
+    problems = [m for m in check(plan, flow) if m.field in STRUCTURAL_FIELDS]
     if problems:
         more = f" (and {len(problems) - 1} more; run `ipuplan check`)" if len(problems) > 1 else ""
         raise PlanError(f"the input plan is inconsistent: {problems[0]}{more}")
@@ -174,9 +175,10 @@ def optimize(
     (367216, 194928, 'optimal')
     """
     budgets = resolve_budgets(plan, budget, interleaved_budget, support_reserve)
-    require_structurally_consistent(plan)
+    flow = dataflow(plan)
+    require_structurally_consistent(plan, flow)
     settings = SolverSettings(time_limit, workers or default_workers(), seed, deterministic, dump_model)
-    space = candidate_space(plan, scope)
+    space = candidate_space(plan, scope, flow)
     solved = solve(plan, space, budgets, settings, progress)
     before = estimate(plan, budgets)
     if solved.status == SolveStatus.INFEASIBLE:

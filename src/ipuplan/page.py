@@ -104,8 +104,7 @@ def anatomy_rows(plan: Plan, result: Estimate, step_index: int, scope: str = "ke
     ]
 
 
-def against_series(against: Plan, label: str) -> Series:
-    other = estimate(against)
+def against_series(other: Estimate, label: str) -> Series:
     return Series(f"against {label} (std + il)", tuple(a + b for a, b in zip(other.standard, other.interleaved)),
                   COLOURS["against"], True)
 
@@ -114,8 +113,9 @@ def render_html(plan: Plan, against: Plan | None = None, against_label: str = ""
     """The whole report page as one string."""
     result = estimate(plan)
     series = timeline_series(plan, result)
-    if against is not None:
-        series.append(against_series(against, against_label or against.scope))
+    other = estimate(against) if against is not None else None
+    if other is not None:
+        series.append(against_series(other, against_label or against.scope))
     peak_step = result.total_peak_step
     svg = _svg(series, budget_lines(Budgets.of(plan)), peak_step, result.raw_peak, len(plan.steps))
     rows = anatomy_rows(plan, result, peak_step) if plan.steps else []
@@ -127,8 +127,7 @@ def render_html(plan: Plan, against: Plan | None = None, against_label: str = ""
         for v, name, cls, size, state in rows
     )
     comparison = ""
-    if against is not None:
-        other = estimate(against)
+    if other is not None:
         comparison = (f"<p id='comparison'>against <b>{html.escape(against_label or against.scope)}</b>: "
                       f"raw peak {other.raw_peak:,} B "
                       f"at step {other.total_peak_step} ({result.raw_peak - other.raw_peak:+,} B here)</p>")
@@ -176,7 +175,7 @@ def render_png(plan: Plan, path: str, against: Plan | None = None, against_label
     result = estimate(plan)
     series = timeline_series(plan, result)
     if against is not None:
-        series.append(against_series(against, against_label or against.scope))
+        series.append(against_series(estimate(against), against_label or against.scope))
     figure, axis = plt.subplots(figsize=(10, 4))
     for item in series:
         axis.plot(item.points, color=item.colour, label=item.label, linestyle="--" if item.dashed else "-", linewidth=1.2)

@@ -87,7 +87,7 @@ def contract_violations(before: Plan, after: Plan) -> list[str]:
     operation kind (a Gemm's numbers may change; `check` proves them consistent).
     """
     found = []
-    if list(before.model_dump(by_alias=True)) != list(after.model_dump(by_alias=True)):
+    if list(before.model_extra or {}) != list(after.model_extra or {}):
         found.append("top-level keys differ")
     if len(before.values) != len(after.values) or len(before.steps) != len(after.steps):
         return [*found, "number of values or steps differs"]

@@ -14,8 +14,8 @@ from math import prod
 
 from ipuplan.dataflow import Dataflow, dataflow
 from ipuplan.errors import IpuplanError
-from ipuplan.exchange import mapped_exchange_bytes
 from ipuplan.estimate import ValueBytes, amp_aligned_values, shard_bytes, value_bytes
+from ipuplan.exchange import mapped_exchange_bytes
 from ipuplan.format import Plan
 from ipuplan.layout import MEMORY_CLASSES, Layout, parse_layout
 from ipuplan.liveness import liveness
@@ -320,11 +320,11 @@ def scratch_ratios(plan: Plan, flow: Dataflow, members: tuple[int, ...]) -> tupl
     return ratios, None
 
 
-def candidate_space(plan: Plan, scope: str = "storage") -> CandidateSpace:
+def candidate_space(plan: Plan, scope: str = "storage", flow: Dataflow | None = None) -> CandidateSpace:
     """Free groups with their candidates, and frozen groups with their reasons."""
     if scope not in SCOPES:
         raise UnknownScope(f"unknown scope {scope!r}; choose one of: {', '.join(SCOPES)}")
-    flow = dataflow(plan)
+    flow = flow or dataflow(plan)
     context = analysis_context(plan)
     free, frozen = [], []
     groups = layout_groups(plan, flow)

@@ -20,14 +20,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tables import print_table  # noqa: E402
-
-from ipuplan import load_plan
 from ipuplan.baseline import greedy_choice, smallest_candidates_bound, unneeded_changes, usage_of
-from ipuplan.estimate import Budgets, estimate
-from ipuplan.layout import format_layout
 from ipuplan.model import step_rows
 from ipuplan.space import candidate_space
+from tables import print_table
+
+from ipuplan import load_plan
+from ipuplan.estimate import Budgets, estimate
+from ipuplan.layout import format_layout
 
 ROOT = Path(__file__).resolve().parent.parent
 

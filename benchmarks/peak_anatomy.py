@@ -15,22 +15,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tables import print_table  # noqa: E402
+from tables import print_table
 
-from ipuplan import load_plan, optimize  # noqa: E402
-from ipuplan.estimate import estimate  # noqa: E402
-from ipuplan.page import anatomy_rows  # noqa: E402
+from ipuplan import load_plan, optimize
+from ipuplan.candidates import candidate_space
+from ipuplan.facts import plan_facts
+from ipuplan.page import anatomy_rows
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def category(state: str) -> str:
-    if state == "free":
-        return "free"
-    reason = state.removeprefix("frozen: ")
-    for marker in (" at step", ":"):
-        reason = reason.split(marker)[0]
-    return f"frozen: {reason}"
 
 
 def main() -> None:
@@ -38,17 +30,18 @@ def main() -> None:
     parser.add_argument("plan", nargs="?", type=Path, default=ROOT / "models" / "vit-so400m-finalist-5.json")
     parser.add_argument("--scope", default="kernels")
     arguments = parser.parse_args()
-    result = optimize(load_plan(arguments.plan), scope=arguments.scope, deterministic=True, time_limit=30)
-    plan, after = result.plan, estimate(result.plan)
+    result = optimize(load_plan(arguments.plan), scope=arguments.scope, workers=1, time_limit=30)
+    facts = plan_facts(result.plan)
+    plan, after = result.plan, facts.estimate
     step = after.total_peak_step
     print(f"{arguments.plan.name}, scope {arguments.scope}: raw peak {after.raw_peak:,} B at step {step} "
           f"({plan.steps[step].operation[:60]}), status {result.status.value}, bound {result.bound:,}")
     totals: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
-    for value_id, _, _, size, state in anatomy_rows(plan, after, step, arguments.scope):
-        entry = totals[category(state)]
+    for row in anatomy_rows(facts, candidate_space(facts, arguments.scope), step):
+        entry = totals["free" if row.reason is None else f"frozen: {row.reason.group_label}"]
         entry[0] += 1
-        entry[1] += size
-        entry[2] += size - after.values[value_id].shard_bytes
+        entry[1] += row.bytes
+        entry[2] += row.bytes - after.values[row.value_id].shard_bytes
     scratch = plan.steps[step].scratch
     rows = [{"what": name, "values": n, "bytes": size, "of which granule padding": pad}
             for name, (n, size, pad) in sorted(totals.items(), key=lambda item: -item[1][1])]

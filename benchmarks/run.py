@@ -20,15 +20,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tables import print_table  # noqa: E402
+from ipuplan.baseline import absolute_floor, greedy_choice, highs_peak, smallest_candidates_bound, usage_of
+from ipuplan.model import step_rows
+from ipuplan.space import candidate_space
+from tables import print_table
 
-from ipuplan import InfeasibleBudget, Plan, load_plan, optimize  # noqa: E402
-from ipuplan.baseline import absolute_floor, greedy_choice, highs_peak, smallest_candidates_bound, usage_of  # noqa: E402
-from ipuplan.estimate import Budgets  # noqa: E402
-from ipuplan.model import step_rows  # noqa: E402
-from ipuplan.space import candidate_space  # noqa: E402
-from ipuplan.rewrite import with_budgets, with_derived_fields  # noqa: E402
-from ipuplan.synth import repeat_layers, unroll, with_budget_factor  # noqa: E402
+from ipuplan import InfeasibleBudget, Plan, load_plan, optimize
+from ipuplan.estimate import Budgets
+from ipuplan.rewrite import with_budgets, with_derived_fields
+from ipuplan.synth import repeat_layers, unroll, with_budget_factor
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"

@@ -16,10 +16,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def replan(path: Path, budget: int | None, interleaved_budget: int | None) -> ipuplan.OptimizeResult | None:
     plan = ipuplan.load_plan(path)
+    options = ipuplan.OptimizeOptions(budget=budget, interleaved_budget=interleaved_budget, time_limit=10, workers=1)
     try:
-        result = ipuplan.optimize(
-            plan, budget=budget, interleaved_budget=interleaved_budget, time_limit=10, workers=1, deterministic=True
-        )
+        result = ipuplan.optimize(plan, options)
     except ipuplan.InfeasibleBudget as why:
         print(f"{path.name}: does not fit: {why}")
         return None

@@ -109,26 +109,27 @@ def test_optimize_infeasible_exit_3_writes_nothing(tmp_path):
 
 def test_optimize_flags_reach_the_library(tmp_path, monkeypatch):
     seen = {}
-    import ipuplan.optimizer as optimizer
+    from ipuplan import optimizer
     from ipuplan.errors import IpuplanError
 
-    def fake_optimize(plan, **kwargs):
-        seen.update(kwargs)
+    def fake_optimize(plan, options, **kwargs):
+        seen.update(dict(options))
         raise IpuplanError("stop here")
 
     monkeypatch.setattr(optimizer, "optimize", fake_optimize)
     args = ["optimize", str(REFERENCE), "-o", str(tmp_path / "o.json"), "--time-limit", "3.5", "--workers", "1",
-            "--seed", "7", "--budget", "500000", "--interleaved-budget", "300000", "--support-reserve", "1000"]
+            "--seed", "7", "--budget", "500000", "--interleaved-budget", "300000", "--support-reserve", "1000",
+            "--solver", "greedy"]
     assert runner.invoke(app, args).exit_code == 2
-    assert seen["time_limit"] == 3.5 and seen["workers"] == 1 and seen["deterministic"] is True
+    assert seen["time_limit"] == 3.5 and seen["workers"] == 1
     assert (seen["seed"], seen["budget"], seen["interleaved_budget"], seen["support_reserve"]) == (7, 500000, 300000, 1000)
-    assert seen["scope"] == "kernels"
+    assert (seen["scope"].value, seen["solver"].value) == ("kernels", "greedy")
 
 
 def test_unknown_scope_is_a_clear_error(tmp_path):
     result = runner.invoke(app, ["optimize", str(REFERENCE), "-o", str(tmp_path / "o.json"), "--scope", "everything"])
     assert result.exit_code == 2
-    assert "unknown scope" in result.stderr
+    assert "everything" in result.stderr and "storage" in result.stderr
 
 
 def test_dump_model_writes_the_cp_sat_model(tmp_path):

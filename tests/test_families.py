@@ -7,13 +7,14 @@ from dataclasses import replace
 import pytest
 from reference import with_step, with_value
 
+from ipuplan.budgets import Budgets
+from ipuplan.candidates import candidate_space
 from ipuplan.check import check
 from ipuplan.dataflow import dataflow
-from ipuplan.estimate import Budgets
-from ipuplan.families import Split, current_split, derive, family_problems, recognise_families
+from ipuplan.facts import plan_facts
+from ipuplan.families import IllegalSplit, Split, current_split, derive, family_problems, recognise_families
 from ipuplan.layout import format_layout, parse_layout
 from ipuplan.rewrite import IllegalRewrite, rewrite
-from ipuplan.space import candidate_space
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +52,8 @@ def test_another_split_is_consistent(reference_plan, families):
     family = families[0][12]
     derived = derive(reference_plan, family, Split(6, 5, 48, 2, 3))
     assert (derived.inner_block, derived.output_columns, derived.partial_shape[0]) == (192, 80, 6)
-    assert derive(reference_plan, family, Split(7, 5, 48)) .__class__ is str  # 1152 / 7 is no whole 32-byte block
+    with pytest.raises(IllegalSplit, match="32"):  # 1152 / 7 is no whole 32-byte block
+        derive(reference_plan, family, Split(7, 5, 48))
 
 
 def _gemm_mismatches(plan, step):
@@ -85,17 +87,18 @@ def test_check_catches_wrong_sum_scratch(reference_plan):
 
 
 def test_rewrite_refuses_an_inconsistent_family(reference_plan):
-    space = candidate_space(reference_plan, "kernels")
+    facts = plan_facts(reference_plan)
+    space = candidate_space(facts, "kernels")
     group = next(g for g in space.free if g.kind == "kernel" and 137 in g.members)
     other = group.candidates[1]
     broken = replace(other, operations=())  # new layouts, old inner_block / output_columns
     space = replace(space, free=(replace(group, candidates=(group.candidates[0], broken)),), frozen=())
     with pytest.raises(IllegalRewrite, match="Gemm family"):
-        rewrite(reference_plan, space, (1,), Budgets.of(reference_plan))
+        rewrite(facts, space, (1,), Budgets.of(reference_plan))
 
 
 def test_kernel_candidates_start_with_the_input_split(reference_plan):
-    space = candidate_space(reference_plan, "kernels")
+    space = candidate_space(plan_facts(reference_plan), "kernels")
     kernels = [g for g in space.free if g.kind == "kernel"]
     assert len(kernels) == 9
     for group in kernels:
@@ -107,8 +110,8 @@ def test_kernel_scope_optimises_the_reference_plan_legally(reference_plan):
     from ipuplan.optimizer import optimize
     from ipuplan.rewrite import contract_violations
 
-    storage = optimize(reference_plan, deterministic=True, time_limit=10, scope="storage")
-    kernels = optimize(reference_plan, deterministic=True, time_limit=10, scope="kernels")
+    storage = optimize(reference_plan, workers=1, time_limit=10, scope="storage")
+    kernels = optimize(reference_plan, workers=1, time_limit=10, scope="kernels")
     assert kernels.status.value == "optimal" and kernels.after.raw_peak == kernels.bound
     assert kernels.after.raw_peak < storage.after.raw_peak
     assert check(kernels.plan) == [] and contract_violations(reference_plan, kernels.plan) == []

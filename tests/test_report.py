@@ -11,8 +11,9 @@ from reference import REFERENCE
 from typer.testing import CliRunner
 
 from ipuplan import write_plan
+from ipuplan.candidates import candidate_space
 from ipuplan.cli import app
-from ipuplan.estimate import estimate
+from ipuplan.facts import plan_facts
 from ipuplan.optimizer import optimize
 from ipuplan.page import anatomy_rows, render_html
 
@@ -28,10 +29,11 @@ def test_page_is_self_contained_with_timeline_and_peak(reference_plan):
 
 
 def test_anatomy_lists_the_peak_step_with_free_and_frozen(reference_plan):
-    rows = anatomy_rows(reference_plan, estimate(reference_plan), 47)
+    facts = plan_facts(reference_plan)
+    rows = anatomy_rows(facts, candidate_space(facts, "kernels"), 47)
     assert len(rows) == len(reference_plan.steps[47].live)
-    assert rows[0][3] >= rows[-1][3]
-    states = {v: state for v, _, _, _, state in rows}
+    assert rows[0].bytes >= rows[-1].bytes
+    states = {row.value_id: row.state for row in rows}
     assert states[20] == "free"  # a resident weight (storage)
     assert states[153] == "free"  # the partials of the Gemm family at step 47 (kernels)
     assert states[4].startswith("frozen: ")  # a norm scale a kernel reads
@@ -39,7 +41,7 @@ def test_anatomy_lists_the_peak_step_with_free_and_frozen(reference_plan):
 
 def test_report_cli_with_against_and_png(tmp_path, reference_plan):
     better = tmp_path / "better.json"
-    write_plan(optimize(reference_plan, deterministic=True, time_limit=5, scope="storage").plan, better)
+    write_plan(optimize(reference_plan, workers=1, time_limit=5, scope="storage").plan, better)
     page, png = tmp_path / "r.html", tmp_path / "r.png"
     result = CliRunner().invoke(app, ["report", str(REFERENCE), "--against", str(better), "-o", str(page), "--png", str(png)])
     assert result.exit_code == 0, result.output

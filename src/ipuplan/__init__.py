@@ -1,8 +1,9 @@
 """ipuplan: re-plan the tensor layouts of an IPU memory plan with CP-SAT.
 
-The pipeline, one module per concept: format -> layout / operation -> estimate ->
-dataflow -> families -> space / kernels (candidates) -> model (CP-SAT) -> rewrite ->
-optimizer -> exploration -> report. `optimize` and `explore` are loaded on first use, so
+The pipeline, one module per concept: format -> layout / operation -> budgets / liveness ->
+estimate -> dataflow -> families -> facts -> check -> candidates (one module per freedom
+level) -> costs -> solvers (cpsat, highs, greedy) -> options -> rewrite -> optimizer ->
+report / page / diff -> exploration -> cli. `optimize` and `explore` are loaded on first use, so
 `import ipuplan` (and `ipuplan check`) does not pay for the solver's import.
 """
 
@@ -15,6 +16,7 @@ _ON_FIRST_USE = {
     "optimize": "ipuplan.optimizer",
     "OptimizeResult": "ipuplan.optimizer",
     "Change": "ipuplan.optimizer",
+    "OptimizeOptions": "ipuplan.options",
     "explore": "ipuplan.exploration",
     "ExploreRow": "ipuplan.exploration",
 }
@@ -32,6 +34,7 @@ __all__ = [
     "ExploreRow",
     "InfeasibleBudget",
     "IpuplanError",
+    "OptimizeOptions",
     "OptimizeResult",
     "Plan",
     "PlanError",

@@ -7,9 +7,10 @@ from functools import lru_cache
 from itertools import product
 from math import prod
 
-from ipuplan.dataflow import Dataflow, dataflow
-from ipuplan.estimate import Estimate, estimate
-from ipuplan.families import family_problems, recognise_families
+from ipuplan.dataflow import Dataflow
+from ipuplan.estimate import Estimate
+from ipuplan.facts import PlanFacts, plan_facts
+from ipuplan.families import family_problems
 from ipuplan.format import Plan, Value
 from ipuplan.layout import Layout
 
@@ -105,22 +106,23 @@ def _top_level_mismatches(plan: Plan, result: Estimate) -> list[Mismatch]:
     return found
 
 
-def _family_mismatches(plan: Plan, flow: Dataflow) -> list[Mismatch]:
+def _family_mismatches(facts: PlanFacts) -> list[Mismatch]:
     """Gemm families whose layouts, operation string or Sum scratch disagree with one split."""
-    families, _ = recognise_families(plan, flow)
+    plan = facts.plan
     return [
         Mismatch(f"step {family.gemm_step}", "Gemm family", rule=problem)
-        for family in families
+        for family in facts.families
         for problem in family_problems(plan, family)
     ]
 
 
-def check(plan: Plan, flow: Dataflow | None = None) -> list[Mismatch]:
+def check(plan: Plan, facts: PlanFacts | None = None) -> list[Mismatch]:
     """Every place where the plan disagrees with its own estimate or breaks a layout rule.
 
-    `flow` is the plan's dataflow, when the caller has inferred it already.
+    `facts` are the plan's facts under its own budgets, when the caller has inferred them already.
     """
-    result = estimate(plan)
+    facts = facts or plan_facts(plan)
+    result = facts.estimate
     found: list[Mismatch] = []
     for value, expected in zip(plan.values, result.values):
         found += _value_mismatches(value, expected, plan.tile_count)
@@ -129,8 +131,7 @@ def check(plan: Plan, flow: Dataflow | None = None) -> list[Mismatch]:
             stored = getattr(step.usage, cls)
             if stored != computed[step.index]:
                 found.append(Mismatch(f"step {step.index}", f"usage.{cls}", stored, computed[step.index]))
-    flow = flow or dataflow(plan)
-    found += _scratch_mismatches(plan, result, flow)
-    found += _family_mismatches(plan, flow)
+    found += _scratch_mismatches(plan, result, facts.flow)
+    found += _family_mismatches(facts)
     found += _top_level_mismatches(plan, result)
     return found

@@ -7,6 +7,7 @@ Exit codes: 0 success, 1 `check` found mismatches, 2 bad input, 3 infeasible bud
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import os
 import sys
@@ -23,6 +24,8 @@ from ipuplan.diff import diff_lines, diff_plans
 from ipuplan.errors import IpuplanError, PlanError
 from ipuplan.estimate import estimate
 from ipuplan.format import load_plan, write_plan
+from ipuplan.options import OptimizeOptions
+from ipuplan.outputs import write_atomically
 from ipuplan.page import render_html, render_png
 from ipuplan.report import (
     contributors_table,
@@ -44,11 +47,35 @@ app = typer.Typer(
 stdout = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 
 PlanPath = Annotated[Path, typer.Argument(metavar="PLAN", help="Plan JSON file written by the compiler.", show_default=False)]
-Budget = Annotated[int | None, typer.Option(min=0, max=2**40, help="Override budget_bytes (per tile).")]
-InterleavedBudget = Annotated[int | None, typer.Option(min=0, max=2**40, help="Override interleaved_budget_bytes.")]
-SupportReserve = Annotated[int | None, typer.Option(min=0, max=2**40, help="Override support_reserve_bytes.")]
-Scope = Annotated[str, typer.Option(help="Freedom level: storage, or kernels (storage + Gemm families).")]
 Force = Annotated[bool, typer.Option(help="Overwrite outputs that exist.")]
+
+
+def _bound(field, name: str):
+    return next((getattr(m, name) for m in field.metadata if hasattr(m, name)), None)
+
+
+def _option_parameter(name: str, field) -> inspect.Parameter:
+    """One `OptimizeOptions` field as a typer option: its type, bounds, default and help."""
+    option = typer.Option(help=field.description, min=_bound(field, "ge"), max=_bound(field, "le"))
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=field.default,
+                             annotation=Annotated[field.annotation, option])
+
+
+OPTION_PARAMETERS = [_option_parameter(name, field) for name, field in OptimizeOptions.model_fields.items()]
+
+
+def takes_optimize_options(command):
+    """Give `command` every `OptimizeOptions` field as a CLI option, collected into its `options` argument."""
+    own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "options"]
+
+    @functools.wraps(command)
+    def wrapper(**values):
+        chosen = {p.name: values.pop(p.name) for p in OPTION_PARAMETERS}
+        return command(**values, options=OptimizeOptions(**chosen))
+
+    keyword_only = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]
+    wrapper.__signature__ = inspect.Signature([*keyword_only, *OPTION_PARAMETERS])
+    return wrapper
 
 
 def refuse_overwrite(path: Path | None, force: bool) -> None:
@@ -69,7 +96,7 @@ def one_line_errors(command):
             raise typer.Exit(error.exit_code) from None
         except (typer.Exit, typer.Abort, KeyboardInterrupt):
             raise
-        except Exception as error:  # noqa: BLE001 (the promise: no traceback, ever)
+        except Exception as error:
             if os.environ.get("IPUPLAN_DEBUG"):
                 raise
             typer.echo(f"internal error: {type(error).__name__}: {error} (IPUPLAN_DEBUG=1 shows more)", err=True)
@@ -119,16 +146,11 @@ def graph_command(plan_path: PlanPath) -> None:
 
 @app.command("optimize")
 @one_line_errors
+@takes_optimize_options
 def optimize_command(
     plan_path: PlanPath,
     output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the rewritten plan.")],
-    time_limit: Annotated[float, typer.Option(min=0.1, help="Seconds for the solver (deterministic units with --workers 1).")] = 10.0,
-    workers: Annotated[int | None, typer.Option(min=1, help="Solver workers; 1 = deterministic, same bytes every run.")] = None,
-    seed: Annotated[int, typer.Option(min=0, help="Solver random seed.")] = 0,
-    budget: Budget = None,
-    interleaved_budget: InterleavedBudget = None,
-    support_reserve: SupportReserve = None,
-    scope: Scope = "kernels",
+    options: OptimizeOptions,
     as_json: Annotated[bool, typer.Option("--json", help="Print a machine-readable summary instead of tables.")] = False,
     force: Force = False,
     dump_model: Annotated[Path | None, typer.Option(help="Write the CP-SAT model (text proto) here, for debugging.")] = None,
@@ -141,14 +163,7 @@ def optimize_command(
     try:
         result = optimizer.optimize(
             plan,
-            budget=budget,
-            interleaved_budget=interleaved_budget,
-            support_reserve=support_reserve,
-            time_limit=time_limit,
-            workers=workers,
-            seed=seed,
-            deterministic=workers == 1,
-            scope=scope,
+            options,
             progress=None if as_json else _print_progress,
             dump_model=None if dump_model is None else str(dump_model),
         )
@@ -199,15 +214,12 @@ def synth_command(
 
 @app.command("explore")
 @one_line_errors
+@takes_optimize_options
 def explore_command(
     plans: Annotated[list[Path], typer.Argument(help="Plan files or directories of plans.", show_default=False)],
     output: Annotated[Path, typer.Option("--output", "-o", help="Directory for the rewritten plans and summaries.")],
+    options: OptimizeOptions,
     jobs: Annotated[int, typer.Option(min=1, help="Plans optimised at once (solver workers x jobs <= cores).")] = 1,
-    time_limit: Annotated[float, typer.Option(min=0.1, help="Seconds per plan.")] = 10.0,
-    budget: Budget = None,
-    interleaved_budget: InterleavedBudget = None,
-    support_reserve: SupportReserve = None,
-    scope: Scope = "kernels",
     force: Annotated[bool, typer.Option(help="Redo plans whose outputs are up to date.")] = False,
     executor: Annotated[str, typer.Option(help="local (processes) or ray (needs ipuplan[ray]).")] = "local",
     address: Annotated[str | None, typer.Option(help="Ray cluster address (default: start a local instance).")] = None,
@@ -217,20 +229,8 @@ def explore_command(
     started = time.perf_counter()
     from ipuplan.exploration import explore, summary_rows
 
-    rows = explore(
-        plans,
-        output,
-        jobs=jobs,
-        time_limit=time_limit,
-        budget=budget,
-        interleaved_budget=interleaved_budget,
-        support_reserve=support_reserve,
-        scope=scope,
-        force=force,
-        executor=executor,
-        address=address,
-        on_row=None if as_json else _print_row_done,
-    )
+    rows = explore(plans, output, options, jobs=jobs, force=force, executor=executor, address=address,
+                   on_row=None if as_json else _print_row_done)
     if as_json:
         typer.echo(json.dumps(summary_rows(rows), indent=2))
     else:
@@ -258,10 +258,8 @@ def report_command(
         refuse_overwrite(target, force)
     plan = load_plan(plan_path)
     other = load_plan(against) if against is not None else None
-    temporary = output.with_name(f".{output.name}.tmp")
     label = str(against) if against is not None else ""
-    temporary.write_text(render_html(plan, other, label), encoding="utf-8")
-    temporary.replace(output)
+    write_atomically(output, render_html(plan, other, label))
     typer.echo(f"wrote {output}")
     if png is not None:
         render_png(plan, str(png), other, label)

@@ -97,9 +97,9 @@ def body_bindings(plan: Plan) -> dict[int, tuple[int, ...]]:
 class _Inference:
     """Working state of one inference pass; `run` returns the immutable Dataflow."""
 
-    def __init__(self, plan: Plan) -> None:
+    def __init__(self, plan: Plan, live: Liveness) -> None:
         self.plan = plan
-        self.live: Liveness = liveness(plan)
+        self.live = live
         self.bindings = body_bindings(plan)
         self.ambiguities: list[Ambiguity] = []
         self.written_at: dict[int, int] = {}
@@ -297,6 +297,9 @@ def _slice_of(a: Value, b: Value) -> bool:
     )
 
 
-def dataflow(plan: Plan) -> Dataflow:
-    """Infer reads, writes, releases, bindings and Gemm families of every step."""
-    return _Inference(plan).run()
+def dataflow(plan: Plan, live: Liveness | None = None) -> Dataflow:
+    """Infer reads, writes, releases, bindings and Gemm families of every step.
+
+    `live` is the plan's liveness, when the caller has it already.
+    """
+    return _Inference(plan, live or liveness(plan)).run()

@@ -11,35 +11,13 @@ from math import prod
 
 import numpy as np
 
+from ipuplan.budgets import Budgets
 from ipuplan.format import Peak, Plan, Value
-from ipuplan.layout import INTERLEAVED, STANDARD, Layout
+from ipuplan.layout import INTERLEAVED, STANDARD, Layout, ceil_div
 from ipuplan.liveness import Liveness, live_matrix, liveness
 
 GRANULE = {STANDARD: 16 * 1024, INTERLEAVED: 32 * 1024}
 AMP_ALIGNED_ORDERS = frozenset({"Amp(Left)", "Amp(TransposedLeft)"})
-
-
-@dataclass(frozen=True)
-class Budgets:
-    """Per-tile limits. The standard region is what the interleaved region leaves
-    (`standard_limit`): an assumption consistent with the reference plan, kept in one place."""
-
-    budget_bytes: int
-    interleaved_budget_bytes: int
-    support_reserve_bytes: int
-
-    @property
-    def standard_limit(self) -> int:
-        return self.budget_bytes - self.interleaved_budget_bytes
-
-    @property
-    def total_limit(self) -> int:
-        """Bound on `std_s + il_s` (the raw usage), support reserve taken off."""
-        return self.budget_bytes - self.support_reserve_bytes
-
-    @classmethod
-    def of(cls, plan: Plan) -> Budgets:
-        return cls(plan.budget_bytes, plan.interleaved_budget_bytes, plan.support_reserve_bytes)
 
 
 @dataclass(frozen=True)
@@ -62,6 +40,8 @@ class Estimate:
     effective_peak_bytes: int
     standard_contiguous_overflow_bytes: int
     fits_budget: bool
+    amp_aligned: frozenset[int] = frozenset()
+    """Values whose bytes are rounded up to the class granule."""
 
     @property
     def raw_peak(self) -> int:
@@ -84,7 +64,7 @@ def aligned_bytes(shard: int, memory_class: str, amp_aligned: bool) -> int:
     if not amp_aligned:
         return shard
     granule = GRANULE[memory_class]
-    return -(-shard // granule) * granule
+    return ceil_div(shard, granule) * granule
 
 
 def amp_aligned_values(plan: Plan, live: Liveness) -> frozenset[int]:
@@ -122,10 +102,13 @@ def _first_max(series: np.ndarray) -> tuple[int, int]:
     return int(series[step]), step
 
 
-def estimate(plan: Plan, budgets: Budgets | None = None) -> Estimate:
-    """Every derived number of a plan, from its layouts, live sets and scratch."""
+def estimate(plan: Plan, budgets: Budgets | None = None, live: Liveness | None = None) -> Estimate:
+    """Every derived number of a plan, from its layouts, live sets and scratch.
+
+    `live` is the plan's liveness, when the caller has it already.
+    """
     budgets = budgets or Budgets.of(plan)
-    aligned = amp_aligned_values(plan, liveness(plan))
+    aligned = amp_aligned_values(plan, live or liveness(plan))
     values = tuple(value_bytes(value, value.id in aligned) for value in plan.values)
     sizes = np.array([v.bytes for v in values], dtype=np.int64)
     is_standard = np.array([v.memory_class == STANDARD for v in plan.values], dtype=bool)
@@ -156,6 +139,6 @@ def estimate(plan: Plan, budgets: Budgets | None = None) -> Estimate:
         interleaved_peak_step=interleaved_step,
         effective_peak_bytes=effective,
         standard_contiguous_overflow_bytes=overflow,
-        fits_budget=effective <= budgets.budget_bytes and max_interleaved <= budgets.interleaved_budget_bytes
-        and overflow == 0,
+        amp_aligned=aligned,
+        fits_budget=all(limit.usage(standard, interleaved).max(initial=0) <= limit.bytes for limit in budgets.limits),
     )

@@ -22,6 +22,8 @@ from ipuplan.errors import InfeasibleBudget, IpuplanError, PlanError
 from ipuplan.estimate import estimate
 from ipuplan.format import load_plan, write_plan
 from ipuplan.optimizer import optimize
+from ipuplan.options import OptimizeOptions
+from ipuplan.outputs import write_atomically
 
 SUMMARY_JSON = "summary.json"
 SUMMARY_CSV = "summary.csv"
@@ -30,21 +32,6 @@ SUCCESS = frozenset({"optimal", "feasible", "unchanged"})
 
 class ExecutorMissing(IpuplanError):
     """An executor whose optional dependency is not installed."""
-
-
-@dataclass(frozen=True)
-class ExploreSettings:
-    time_limit: float = 10.0
-    budget: int | None = None
-    interleaved_budget: int | None = None
-    support_reserve: int | None = None
-    scope: str = "kernels"
-    seed: int = 0
-    solver_workers: int = 1
-
-    def fingerprint(self) -> dict:
-        """What makes a stored result reusable (the solver's worker count does not change a proven optimum)."""
-        return {k: v for k, v in asdict(self).items() if k != "solver_workers"}
 
 
 @dataclass(frozen=True)
@@ -98,28 +85,18 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def explore_one(path: str, out_dir: str, settings: ExploreSettings) -> ExploreRow:
+def explore_one(path: str, out_dir: str, options: OptimizeOptions) -> ExploreRow:
     """Optimise one plan and write its result; every failure becomes the row's status and error."""
     started = time.perf_counter()
     source = Path(path)
     output = Path(out_dir) / source.name
-    row = ExploreRow(scope=source.stem, input=str(source), output=None, status="error", settings=settings.fingerprint())
+    row = ExploreRow(scope=source.stem, input=str(source), output=None, status="error", settings=options.fingerprint())
     try:
         row = replace(row, input_sha256=_sha256(source))
         plan = load_plan(source)
         before = estimate(plan)
         row = replace(row, scope=plan.scope, input_peak=before.raw_peak, fits_before=before.fits_budget)
-        result = optimize(
-            plan,
-            budget=settings.budget,
-            interleaved_budget=settings.interleaved_budget,
-            support_reserve=settings.support_reserve,
-            time_limit=settings.time_limit,
-            workers=settings.solver_workers,
-            seed=settings.seed,
-            deterministic=settings.solver_workers == 1,
-            scope=settings.scope,
-        )
+        result = optimize(plan, options)
         write_plan(result.plan, output)
     except IpuplanError as error:
         status = "infeasible" if isinstance(error, InfeasibleBudget) else "error"
@@ -149,13 +126,13 @@ def _previous_rows(out_dir: Path) -> dict[str, ExploreRow]:
         return {}
 
 
-def _up_to_date(previous: ExploreRow | None, path: Path, settings: ExploreSettings) -> bool:
+def _up_to_date(previous: ExploreRow | None, path: Path, options: OptimizeOptions) -> bool:
     return (
         previous is not None
         and previous.succeeded
         and previous.output is not None
         and Path(previous.output).exists()
-        and previous.settings == settings.fingerprint()
+        and previous.settings == options.fingerprint()
         and previous.input_sha256 == _sha256(path)
     )
 
@@ -173,20 +150,14 @@ def summary_rows(rows: Iterable[ExploreRow]) -> list[dict]:
 def write_summaries(rows: list[ExploreRow], out_dir: Path) -> None:
     """summary.json and summary.csv, each written atomically."""
     records = summary_rows(rows)
-    _atomic_write(out_dir / SUMMARY_JSON, json.dumps({"rows": records}, indent=2) + "\n")
+    write_atomically(out_dir / SUMMARY_JSON, json.dumps({"rows": records}, indent=2) + "\n")
     columns = ["rank", "scope", "input", "output", "status", "input_peak", "optimized_peak", "reduction",
                "fits_before", "fits_after", "gap", "seconds", "skipped", "error"]
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     writer.writerows(records)
-    _atomic_write(out_dir / SUMMARY_CSV, buffer.getvalue())
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    temporary.replace(path)
+    write_atomically(out_dir / SUMMARY_CSV, buffer.getvalue())
 
 
 def job_layout(jobs: int, cores: int | None = None) -> tuple[int, int]:
@@ -200,23 +171,23 @@ def job_layout(jobs: int, cores: int | None = None) -> tuple[int, int]:
     return jobs, max(1, cores // jobs)
 
 
-def _run_local(todo: list[Path], out_dir: Path, settings: ExploreSettings, jobs: int, on_row) -> list[ExploreRow]:
+def _run_local(todo: list[Path], out_dir: Path, options: OptimizeOptions, jobs: int, on_row) -> list[ExploreRow]:
     if jobs == 1:
         rows = []
         for path in todo:
-            rows.append(explore_one(str(path), str(out_dir), settings))
+            rows.append(explore_one(str(path), str(out_dir), options))
             on_row(rows[-1])
         return rows
     rows = []
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(explore_one, str(path), str(out_dir), settings) for path in todo]
+        futures = [pool.submit(explore_one, str(path), str(out_dir), options) for path in todo]
         for future in as_completed(futures):
             rows.append(future.result())
             on_row(rows[-1])
     return rows
 
 
-def _run_ray(todo: list[Path], out_dir: Path, settings: ExploreSettings, address: str | None, on_row) -> list[ExploreRow]:
+def _run_ray(todo: list[Path], out_dir: Path, options: OptimizeOptions, address: str | None, on_row) -> list[ExploreRow]:
     try:
         import ray
     except ImportError:
@@ -225,8 +196,8 @@ def _run_ray(todo: list[Path], out_dir: Path, settings: ExploreSettings, address
     if started_here:
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
     try:
-        remote = ray.remote(num_cpus=settings.solver_workers)(explore_one)
-        pending = [remote.remote(str(path), str(out_dir.resolve()), settings) for path in todo]
+        remote = ray.remote(num_cpus=options.workers)(explore_one)
+        pending = [remote.remote(str(path), str(out_dir.resolve()), options) for path in todo]
         rows = []
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
@@ -241,43 +212,43 @@ def _run_ray(todo: list[Path], out_dir: Path, settings: ExploreSettings, address
 def explore(
     paths: Iterable[str | Path],
     out_dir: str | Path,
+    options: OptimizeOptions | None = None,
     *,
     jobs: int = 1,
-    time_limit: float = 10.0,
-    budget: int | None = None,
-    interleaved_budget: int | None = None,
-    support_reserve: int | None = None,
-    scope: str = "kernels",
-    seed: int = 0,
     force: bool = False,
     executor: str = "local",
     address: str | None = None,
     on_row: Callable[[ExploreRow], None] | None = None,
+    **option_values,
 ) -> list[ExploreRow]:
-    """Optimise every plan into `out_dir`; returns the rows ranked (best optimised peak first)."""
+    """Optimise every plan into `out_dir` with `options` (or keyword values of its fields);
+    returns the rows ranked (best optimised peak first).
+
+    Solver workers per plan default to the cores each job gets (one on Ray); the worker count
+    is part of the fingerprint, since one worker means deterministic output.
+    """
     files = plan_paths(paths)
     out = Path(out_dir)
     if any(path.parent.resolve() == out.resolve() for path in files):
         raise PlanError("must not be a directory of input plans: outputs would overwrite them", source=str(out))
+    if executor not in ("local", "ray"):
+        raise PlanError(f"unknown executor {executor!r}; choose local or ray", source="explore")
     out.mkdir(parents=True, exist_ok=True)
+    options = (options or OptimizeOptions()).with_values(**option_values)
     jobs, solver_workers = job_layout(jobs)
-    if executor == "ray":
-        solver_workers = 1
-    settings = ExploreSettings(time_limit, budget, interleaved_budget, support_reserve, scope, seed, solver_workers)
+    options = options.with_values(workers=1 if executor == "ray" else min(options.workers or solver_workers, solver_workers))
     previous = _previous_rows(out)
     notify = on_row or (lambda row: None)
     kept = {}
     for path in files:
-        if not force and _up_to_date(previous.get(str(path)), path, settings):
+        if not force and _up_to_date(previous.get(str(path)), path, options):
             kept[str(path)] = replace(previous[str(path)], skipped=True)
             notify(kept[str(path)])
     todo = [path for path in files if str(path) not in kept]
     if executor == "local":
-        fresh = _run_local(todo, out, settings, jobs, notify)
-    elif executor == "ray":
-        fresh = _run_ray(todo, out, settings, address, notify)
+        fresh = _run_local(todo, out, options, jobs, notify)
     else:
-        raise PlanError(f"unknown executor {executor!r}; choose local or ray", source="explore")
+        fresh = _run_ray(todo, out, options, address, notify)
     by_input = {**kept, **{row.input: row for row in fresh}}
     rows = ranked(by_input[str(path)] for path in files)
     write_summaries(rows, out)

@@ -17,14 +17,23 @@ from math import prod
 
 from ipuplan.dataflow import Dataflow
 from ipuplan.debug_syntax import Call, Struct, format_term, int_atom
+from ipuplan.errors import IpuplanError
 from ipuplan.estimate import shard_bytes
 from ipuplan.format import Plan, Value
-from ipuplan.layout import Layout, element_size
+from ipuplan.layout import Layout, ceil_div, element_size
 from ipuplan.operation import parse_operation
 
 LEFT_ORDERS = {"Amp(Left)": ("m", "k"), "Amp(TransposedLeft)": ("k", "m")}
 RIGHT_ORDERS = {"BlockMajor(Matrix)": ("k", "n"), "BlockMajor(TransposedMatrix)": ("n", "k")}
 """Which of the last two dimensions is which, per order."""
+
+
+class IllegalSplit(IpuplanError, ValueError):
+    """A split the family's shapes or kernel rules do not allow; the message says why."""
+
+
+class NotAFamily(ValueError):
+    """A Gemm whose operands or reduction do not follow the lowered pattern; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -75,47 +84,48 @@ def _axis_positions(value: Value, layout: Layout, roles_by_dimension: dict[int, 
     return found if len(found) == len(roles_by_dimension) else None
 
 
-def _recognise(plan: Plan, flow: Dataflow, family) -> KernelFamily | str:
+def _recognise(plan: Plan, flow: Dataflow, family) -> KernelFamily:
+    """The Gemm's family in the PLAN_FORMAT.md pattern; raises NotAFamily saying why it is not one."""
     values = plan.values
     gemm = plan.steps[family.gemm_step].parsed_operation
     if family.left is None or family.right is None or family.partials is None or family.sum_result is None:
-        return "operands, partials or Sum result not identified"
+        raise NotAFamily("operands, partials or Sum result not identified")
     if gemm.struct is None or {"inner_block", "output_columns"} - {k for k, _ in gemm.struct.fields}:
-        return "Gemm without inner_block / output_columns"
+        raise NotAFamily("Gemm without inner_block / output_columns")
     if plan.steps[family.sum_step].parsed_operation.sum_axis != 0:
-        return "the partials are not reduced by `Sum { axis: 0 }`"
+        raise NotAFamily("the partials are not reduced by `Sum { axis: 0 }`")
     left, right, partials, total = (values[v] for v in (family.left, family.right, family.partials, family.sum_result))
     left_layout, right_layout = left.parsed_layout, right.parsed_layout
     left_roles = LEFT_ORDERS.get(left_layout.order_kind)
     right_roles = RIGHT_ORDERS.get(right_layout.order_kind)
     if left_roles is None or right_roles is None:
-        return f"operand orders {left_layout.order_kind} / {right_layout.order_kind} are not a left/right pair"
+        raise NotAFamily(f"operand orders {left_layout.order_kind} / {right_layout.order_kind} are not a left/right pair")
     if list(partials.shape[1:]) != list(total.shape):
-        return "partials are not [pK, ...Sum result]"
+        raise NotAFamily("partials are not [pK, ...Sum result]")
     left_axes = _axis_positions(left, left_layout, {len(left.shape) - 2: left_roles[0], len(left.shape) - 1: left_roles[1]})
     right_axes = _axis_positions(
         right, right_layout, {len(right.shape) - 2: right_roles[0], len(right.shape) - 1: right_roles[1]}
     )
     if left_axes is None or right_axes is None:
-        return "operands are not tiled on exactly their last two dimensions"
+        raise NotAFamily("operands are not tiled on exactly their last two dimensions")
     sizes = {"k": left.shape[len(left.shape) - 2 + left_roles.index("k")],
              "m": left.shape[len(left.shape) - 2 + left_roles.index("m")],
              "n": right.shape[len(right.shape) - 2 + right_roles.index("n")]}
     if sizes["k"] != right.shape[len(right.shape) - 2 + right_roles.index("k")]:
-        return "left and right operands disagree on K"
+        raise NotAFamily("left and right operands disagree on K")
     blocks = {"m": left_layout.axes[left_axes["m"]].block_size, "n": right_layout.axes[right_axes["n"]].block_size}
     sum_dims = _output_dimensions(total, sizes, blocks)
     if sum_dims is None:
-        return "cannot tell the Sum result's M and N dimensions apart"
+        raise NotAFamily("cannot tell the Sum result's M and N dimensions apart")
     sum_axes = _axis_positions(total, total.parsed_layout, sum_dims)
     partial_axes = _axis_positions(partials, partials.parsed_layout, {0: "k", **{d + 1: r for d, r in sum_dims.items()}})
     if sum_axes is None or partial_axes is None:
-        return "partials or Sum result are not tiled on exactly M, N (and pK)"
+        raise NotAFamily("partials or Sum result are not tiled on exactly M, N (and pK)")
     if any(a.tile_stride is not None for a in left_layout.axes):
-        return "left operand with placed tile strides"
-    writer = {v: s for s in flow.steps for v in s.writes}
-    local = writer.get(family.left)
-    local_kernel = local.index if local and plan.steps[local.index].parsed_operation.conversion == "LocalKernel" else None
+        raise NotAFamily("left operand with placed tile strides")
+    writers = flow.writers.get(family.left, ())
+    local = writers[-1] if writers else None
+    local_kernel = local if local is not None and plan.steps[local].parsed_operation.conversion == "LocalKernel" else None
     return KernelFamily(
         gemm_step=family.gemm_step,
         sum_step=family.sum_step,
@@ -155,11 +165,10 @@ def recognise_families(plan: Plan, flow: Dataflow) -> tuple[list[KernelFamily], 
         if family.sum_step is None:
             rejected.append((family.gemm_step, "no step reduces its result"))
             continue
-        found = _recognise(plan, flow, family)
-        if isinstance(found, str):
-            rejected.append((family.gemm_step, found))
-        else:
-            families.append(found)
+        try:
+            families.append(_recognise(plan, flow, family))
+        except NotAFamily as reason:
+            rejected.append((family.gemm_step, str(reason)))
     return families, rejected
 
 
@@ -179,10 +188,6 @@ def inner_block_granule(plan: Plan, family: KernelFamily) -> int:
     return max(1, 32 // element_size(format_term(multiply)))
 
 
-def ceil_div(numerator: int, denominator: int) -> int:
-    return -(-numerator // denominator)
-
-
 def inner_block_for(k_dimension: int, k: int, granule: int) -> int | None:
     """The K block that cuts K into exactly `k` blocks of a whole number of granules, if one does.
 
@@ -196,9 +201,10 @@ def inner_block_for(k_dimension: int, k: int, granule: int) -> int | None:
 def family_problems(plan: Plan, family: KernelFamily) -> list[str]:
     """Every way the family's layouts, operation and scratch disagree with its own split."""
     split = current_split(plan, family)
-    expected = derive(plan, family, split)
-    if isinstance(expected, str):
-        return [expected]
+    try:
+        expected = derive(plan, family, split)
+    except IllegalSplit as problem:
+        return [str(problem)]
     problems = []
     for value_id, layout in expected.layouts.items():
         actual = plan.values[value_id].parsed_layout
@@ -256,19 +262,22 @@ def _finish(layout: Layout, replicas: int) -> Layout:
     return replace(layout, replicas=replicas, tile_count=replicas * prod(a.partitions for a in layout.axes))
 
 
-def derive(plan: Plan, family: KernelFamily, split: Split) -> FamilyLayouts | str:
-    """Every member's layout, the partials' shape, the Gemm string and the Sum scratch for `split`."""
+def derive(plan: Plan, family: KernelFamily, split: Split) -> FamilyLayouts:
+    """Every member's layout, the partials' shape, the Gemm string and the Sum scratch for `split`.
+
+    Raises IllegalSplit when the split cannot be laid out.
+    """
     if min(split.k, split.m, split.n, split.sum_n, split.sum_m) < 1 or split.k % (split.sum_n * split.sum_m):
-        return f"split {_label(split)} with Sum spread {split.sum_n} x {split.sum_m} is not a split of pK"
+        raise IllegalSplit(f"split {_label(split)} with Sum spread {split.sum_n} x {split.sum_m} is not a split of pK")
     values = plan.values
     left = values[family.left].parsed_layout
     k_dimension = values[family.left].shape[_dimension(values[family.left], left, family.left_axes["k"])]
     granule = inner_block_granule(plan, family)
     inner_block = inner_block_for(k_dimension, split.k, granule)
     if inner_block is None:
-        return f"pK={split.k} does not cut K={k_dimension} into {split.k} blocks of a multiple of {granule}"
+        raise IllegalSplit(f"pK={split.k} does not cut K={k_dimension} into {split.k} blocks of a multiple of {granule}")
     if k_dimension % inner_block and left.axes[family.left_axes["k"]].padding == "Reject":
-        return f"K={k_dimension} rejects padding, and blocks of {inner_block} would pad it"
+        raise IllegalSplit(f"K={k_dimension} rejects padding, and blocks of {inner_block} would pad it")
     k_axis = {"block_size": inner_block, "padding_multiple": inner_block, "partitions": split.k}
     new_left = _set_axis(_set_axis(left, family.left_axes["k"], **k_axis), family.left_axes["m"], partitions=split.m)
     new_left = _finish(new_left, split.n)

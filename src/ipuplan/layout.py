@@ -40,6 +40,14 @@ AXIS_FIELDS = (
 )
 
 
+def ceil_div(numerator: int, denominator: int) -> int:
+    """
+    >>> ceil_div(7, 2), ceil_div(8, 2)
+    (4, 4)
+    """
+    return -(-numerator // denominator)
+
+
 @dataclass(frozen=True)
 class Axis:
     """Which dimension an AxisTiling splits: `FromStart(k)`, `FromEnd(k)` or `Linear`."""
@@ -71,12 +79,15 @@ class AxisTiling:
     tile_stride: int | None
 
     def blocks(self, dim: int) -> int:
-        padded = -(-dim // self.padding_multiple) * self.padding_multiple
-        return -(-padded // self.block_size)
+        return ceil_div(ceil_div(dim, self.padding_multiple) * self.padding_multiple, self.block_size)
 
     def extent(self, dim: int) -> int:
         """Elements per shard along this axis (a whole number of blocks)."""
-        return -(-self.blocks(dim) // self.partitions) * self.block_size
+        return self.extent_of_blocks(self.blocks(dim), self.partitions)
+
+    def extent_of_blocks(self, blocks: int, partitions: int) -> int:
+        """Elements per shard when `blocks` blocks are cut into `partitions` shards."""
+        return ceil_div(blocks, partitions) * self.block_size
 
 
 @dataclass(frozen=True)

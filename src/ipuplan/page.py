@@ -10,10 +10,12 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
-from ipuplan.estimate import Budgets, Estimate, estimate
+from ipuplan.budgets import Budgets
+from ipuplan.candidates import CandidateSpace, FreezeReason, candidate_space
+from ipuplan.estimate import Estimate, estimate
+from ipuplan.facts import PlanFacts, plan_facts
 from ipuplan.format import Plan
 from ipuplan.layout import STANDARD
-from ipuplan.space import candidate_space
 
 WIDTH, HEIGHT, MARGIN = 960, 360, 60
 COLOURS = {"standard": "#1f77b4", "interleaved": "#ff7f0e", "total": "#2ca02c", "scratch": "#9467bd",
@@ -40,11 +42,7 @@ def timeline_series(plan: Plan, result: Estimate) -> list[Series]:
 
 
 def budget_lines(budgets: Budgets) -> list[tuple[str, int]]:
-    return [
-        ("standard limit", budgets.standard_limit),
-        ("interleaved budget", budgets.interleaved_budget_bytes),
-        ("total limit (budget - support reserve)", budgets.total_limit),
-    ]
+    return [(limit.name, limit.bytes) for limit in budgets.limits]
 
 
 def _svg(series: list[Series], budgets: list[tuple[str, int]], peak_step: int, peak: int, steps: int) -> str:
@@ -91,15 +89,28 @@ def _legend(series: list[Series]) -> str:
     return f'<div class="legend">{items}</div>'
 
 
-def anatomy_rows(plan: Plan, result: Estimate, step_index: int, scope: str = "kernels") -> list[tuple[int, str, str, int, str]]:
-    """(value id, name, class, bytes, free or frozen reason) for every value live at the step, largest first."""
-    space = candidate_space(plan, scope)
-    status = {m: "free" for g in space.free for m in g.members}
-    status.update({m: f"frozen: {g.reason}" for g in space.frozen for m in g.members})
+@dataclass(frozen=True)
+class AnatomyRow:
+    value_id: int
+    name: str
+    memory_class: str
+    bytes: int
+    reason: FreezeReason | None
+    """Why the optimiser may not move it; None when it is free."""
+
+    @property
+    def state(self) -> str:
+        return "free" if self.reason is None else f"frozen: {self.reason}"
+
+
+def anatomy_rows(facts: PlanFacts, space: CandidateSpace, step_index: int) -> list[AnatomyRow]:
+    """Every value live at the step, largest first, with its bytes and why it is frozen (if it is)."""
+    plan, result = facts.plan, facts.estimate
+    reasons = space.reasons()
     live = sorted(plan.steps[step_index].live, key=lambda v: (-result.values[v].bytes, v))
     return [
-        (v, plan.values[v].name, "standard" if plan.values[v].memory_class == STANDARD else "interleaved",
-         result.values[v].bytes, status.get(v, "frozen"))
+        AnatomyRow(v, plan.values[v].name, "standard" if plan.values[v].memory_class == STANDARD else "interleaved",
+                   result.values[v].bytes, reasons[v])
         for v in live
     ]
 
@@ -109,22 +120,25 @@ def against_series(other: Estimate, label: str) -> Series:
                   COLOURS["against"], True)
 
 
-def render_html(plan: Plan, against: Plan | None = None, against_label: str = "", title: str = "") -> str:
-    """The whole report page as one string."""
-    result = estimate(plan)
+def render_html(plan: Plan, against: Plan | None = None, against_label: str = "", title: str = "",
+                space: CandidateSpace | None = None) -> str:
+    """The whole report page as one string; `space` labels values free or frozen (default: the kernels scope)."""
+    facts = plan_facts(plan)
+    result = facts.estimate
     series = timeline_series(plan, result)
     other = estimate(against) if against is not None else None
     if other is not None:
         series.append(against_series(other, against_label or against.scope))
     peak_step = result.total_peak_step
     svg = _svg(series, budget_lines(Budgets.of(plan)), peak_step, result.raw_peak, len(plan.steps))
-    rows = anatomy_rows(plan, result, peak_step) if plan.steps else []
+    rows = anatomy_rows(facts, space or candidate_space(facts), peak_step) if plan.steps else []
     step = plan.steps[peak_step] if plan.steps else None
     scratch = (step.scratch.standard + step.scratch.interleaved) if step else 0
     body_rows = "\n".join(
-        f"<tr><td>{v}</td><td>{html.escape(name)}</td><td>{cls}</td><td class='n'>{size:,}</td>"
-        f"<td class='{'free' if state == 'free' else 'frozen'}'>{html.escape(state)}</td></tr>"
-        for v, name, cls, size, state in rows
+        f"<tr><td>{row.value_id}</td><td>{html.escape(row.name)}</td><td>{row.memory_class}</td>"
+        f"<td class='n'>{row.bytes:,}</td><td class='{'free' if row.reason is None else 'frozen'}'>"
+        f"{html.escape(row.state)}</td></tr>"
+        for row in rows
     )
     comparison = ""
     if other is not None:

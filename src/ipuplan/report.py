@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 from rich.table import Table
@@ -113,22 +112,11 @@ def optimize_table(result) -> Table:
     return table
 
 
-def frozen_reason_kind(reason: str) -> str:
-    """A freeze reason without its step numbers and value ids, to group like with like.
-
-    >>> frozen_reason_kind("Gemm family at step 72: value 106 written by Add at step 74")
-    'Gemm family: written by Add'
-    """
-    if reason.startswith("involved in an ambiguity"):
-        return "involved in an ambiguity (see ipuplan graph)"
-    return re.sub(r"value \d+ ", "", re.sub(r" at step \d+", "", reason))
-
-
 def frozen_lines(result) -> list[str]:
     """What the optimiser left alone, grouped by reason, largest groups first."""
     counts: dict[str, int] = {}
     for group in result.frozen:
-        kind = frozen_reason_kind(group.reason)
+        kind = group.reason.group_label
         counts[kind] = counts.get(kind, 0) + len(group.members)
     return [f"  {count:>5} values: {kind}" for kind, count in sorted(counts.items(), key=lambda item: -item[1])]
 
@@ -153,6 +141,7 @@ def optimize_summary(result, source: str, output: str | None) -> dict:
         "output": output,
         "scope": result.plan.scope,
         "status": solved.status.value,
+        "solver": result.options.solver.value,
         "note": result.note,
         "input_raw_peak": result.before.raw_peak,
         "raw_peak": result.after.raw_peak,
@@ -168,7 +157,8 @@ def optimize_summary(result, source: str, output: str | None) -> dict:
         "changed_value_ids": [c.value_id for c in result.changes],
         "exchange_bytes_added": result.exchange_bytes_added,
         "frozen_groups": len(result.frozen),
-        "frozen": [{"values": list(g.members), "reason": g.reason} for g in result.frozen],
+        "frozen": [{"values": list(g.members), "rule": g.reason.kind.name.lower(), "reason": str(g.reason)}
+                   for g in result.frozen],
         "free_groups": result.free_groups,
         "candidates": result.candidates,
         "variables": solved.variables,

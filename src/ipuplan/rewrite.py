@@ -6,13 +6,17 @@ REPLAN.md ("What the output must satisfy") holds against the input.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from ipuplan.budgets import Budgets
+from ipuplan.candidates import CandidateSpace
 from ipuplan.check import check
 from ipuplan.errors import IpuplanError
-from ipuplan.estimate import Budgets, estimate
+from ipuplan.estimate import Estimate, estimate
+from ipuplan.facts import PlanFacts, plan_facts
 from ipuplan.format import ClassBytes, Plan
 from ipuplan.layout import format_layout
-from ipuplan.liveness import liveness
-from ipuplan.space import CandidateSpace
+from ipuplan.liveness import Liveness, liveness
 
 KEPT_VALUE_FIELDS = ("id", "origin", "root", "name", "group", "storage_group", "precision", "copies")
 KEPT_STEP_FIELDS = ("index", "source", "execution_count", "live")
@@ -34,9 +38,9 @@ def with_budgets(plan: Plan, budgets: Budgets) -> Plan:
     )
 
 
-def with_derived_fields(plan: Plan) -> Plan:
-    """The plan with every number the estimate defines recomputed."""
-    result = estimate(plan)
+def with_derived_fields(plan: Plan, result: Estimate | None = None) -> Plan:
+    """The plan with every number the estimate defines recomputed (`result`: its estimate, if known)."""
+    result = result or estimate(plan)
     values = [
         value.model_copy(update={"shard_bytes": b.shard_bytes, "aligned_bytes": b.aligned_bytes, "bytes": b.bytes})
         for value, b in zip(plan.values, result.values)
@@ -79,7 +83,7 @@ def apply_choice(plan: Plan, space: CandidateSpace, choice: tuple[int, ...]) -> 
     return plan.model_copy(update={"timeline": plan.timeline.model_copy(update={"values": values, "steps": steps})})
 
 
-def contract_violations(before: Plan, after: Plan) -> list[str]:
+def contract_violations(before: Plan, after: Plan, live: Liveness | None = None) -> list[str]:
     """Where `after` breaks the output contract relative to `before` (REPLAN.md).
 
     Kept: top-level keys, every value's identity, precision and shape (a Gemm's partials
@@ -91,7 +95,7 @@ def contract_violations(before: Plan, after: Plan) -> list[str]:
         found.append("top-level keys differ")
     if len(before.values) != len(after.values) or len(before.steps) != len(after.steps):
         return [*found, "number of values or steps differs"]
-    born_at = liveness(before).born_at
+    born_at = (live or liveness(before)).born_at
     gemm_results = {v for step in before.steps if step.parsed_operation.kind == "Gemm" for v in born_at[step.index]}
     for old, new in zip(before.values, after.values):
         found += [f"value {old.id}: {f} changed" for f in KEPT_VALUE_FIELDS if getattr(old, f) != getattr(new, f)]
@@ -104,10 +108,17 @@ def contract_violations(before: Plan, after: Plan) -> list[str]:
     return found
 
 
-def rewrite(plan: Plan, space: CandidateSpace, choice: tuple[int, ...], budgets: Budgets) -> Plan:
-    """The rewritten plan, re-checked; raises IllegalRewrite rather than return a plan that fails."""
-    rewritten = with_derived_fields(apply_choice(with_budgets(plan, budgets), space, choice))
-    problems = [str(m) for m in check(rewritten)] + contract_violations(plan, rewritten)
+def rewrite(facts: PlanFacts, space: CandidateSpace, choice: tuple[int, ...], budgets: Budgets) -> PlanFacts:
+    """The rewritten plan's facts, the plan re-checked by its own estimate; raises IllegalRewrite
+    rather than return a plan that fails.
+
+    The facts are inferred once, from the plan before its derived fields are written: the
+    estimate, liveness and dataflow read layouts, shapes and live sets, never derived numbers.
+    """
+    applied = apply_choice(with_budgets(facts.plan, budgets), space, choice)
+    inferred = plan_facts(applied)
+    rewritten = replace(inferred, plan=with_derived_fields(applied, inferred.estimate))
+    problems = [str(m) for m in check(rewritten.plan, rewritten)] + contract_violations(facts.plan, rewritten.plan, facts.live)
     if problems:
         raise IllegalRewrite(f"rewritten plan fails its checks ({len(problems)}): {problems[0]}")
     return rewritten

@@ -1,4 +1,4 @@
-"""The kernel scope: each Gemm family re-split as one unit (pK, pM, pN).
+"""Freedom level `kernels`: each Gemm family re-split as one unit (pK, pM, pN).
 
 Candidates per family are splits whose every member layout is derived by `families.derive`
 (so they are consistent by construction), pruned to the Pareto front of their members'
@@ -11,30 +11,32 @@ from dataclasses import replace
 
 import numpy as np
 
-from ipuplan.dataflow import Dataflow
-from ipuplan.estimate import GRANULE, value_bytes
+from ipuplan.candidates.rules import (
+    Context,
+    Frozen,
+    LayoutGroup,
+    ScratchRatio,
+    exchange_cost,
+    freeze_reason,
+    moved_tensors,
+    scaled_scratch,
+    scratch_ratios,
+)
+from ipuplan.candidates.storage import partition_options
+from ipuplan.candidates.types import Candidate, Decisions, FreeGroup, Freeze, FreezeReason, FrozenGroup
+from ipuplan.estimate import aligned_bytes, value_bytes
+from ipuplan.facts import PlanFacts
 from ipuplan.families import (
+    IllegalSplit,
     KernelFamily,
     Split,
-    ceil_div,
     current_split,
     derive,
     inner_block_for,
     inner_block_granule,
-    recognise_families,
 )
 from ipuplan.format import Plan
-from ipuplan.space import (
-    Candidate,
-    Context,
-    FreeGroup,
-    FrozenGroup,
-    exchange_cost,
-    freeze_reason,
-    moved_tensors,
-    partition_options,
-    scratch_ratios,
-)
+from ipuplan.layout import AxisTiling, ceil_div
 
 MAX_SPLITS = 48
 
@@ -64,9 +66,9 @@ class _Sizer:
         value = self.plan.values[value_id]
         return value.shape[value.parsed_layout.axes[position].axis.dimension(len(value.shape))]
 
-    def _axis(self, value_id: int, position: int) -> tuple[int, int]:
+    def _axis(self, value_id: int, position: int) -> tuple[int, AxisTiling]:
         axis = self.plan.values[value_id].parsed_layout.axes[position]
-        return axis.blocks(self._dimension_size(value_id, position)), axis.block_size
+        return axis.blocks(self._dimension_size(value_id, position)), axis
 
     def _untiled(self, value_id: int) -> int:
         """Elements of the dimensions no axis tiles (whole on every tile)."""
@@ -75,19 +77,15 @@ class _Sizer:
         return int(np.prod([d for i, d in enumerate(value.shape) if i not in tiled], dtype=np.int64))
 
     @staticmethod
-    def extent(axis: tuple[int, int], partitions: int) -> int:
-        blocks, block = axis
-        return ceil_div(blocks, partitions) * block
+    def extent(axis: tuple[int, AxisTiling], partitions: int) -> int:
+        blocks, tiling = axis
+        return tiling.extent_of_blocks(blocks, partitions)
 
     def inner_block(self, k: int) -> int | None:
         return inner_block_for(self.k_dimension, k, self.granule)
 
     def _bytes(self, value_id: int, elements: int) -> int:
-        size = elements * self.size[value_id]
-        if value_id in self.aligned:
-            granule = GRANULE[self.plan.values[value_id].memory_class]
-            size = ceil_div(size, granule) * granule
-        return size
+        return aligned_bytes(elements * self.size[value_id], self.plan.values[value_id].memory_class, value_id in self.aligned)
 
     def sum_spread(self, split: Split, tiles: int, fixed: tuple[int, int] | None) -> tuple[int, int] | None:
         """(a, b) spreading pK over the Sum result's N and M with the smallest shard.
@@ -173,36 +171,37 @@ def _pareto(vectors: np.ndarray) -> list[int]:
     return kept
 
 
-def _family_candidate(plan: Plan, family: KernelFamily, split: Split, members: tuple[int, ...], role_of: dict[int, int],
-                      aligned: frozenset[int], moved, ratios: list[tuple[int, int, int, int]]) -> Candidate | None:
-    derived = derive(plan, family, split)
-    if isinstance(derived, str):
+def _family_candidate(facts: PlanFacts, family: KernelFamily, split: Split, members: LayoutGroup,
+                      role_of: dict[int, int], moved, ratios: tuple[ScratchRatio, ...]) -> Candidate | None:
+    """The family's layouts, bytes, scratch and Gemm text under `split`; None when the split cannot be laid out."""
+    plan = facts.plan
+    try:
+        derived = derive(plan, family, split)
+    except IllegalSplit:
         return None
     values = plan.values
     layouts = tuple(derived.layouts[role_of[m]] for m in members)
     shapes = tuple(tuple(derived.partial_shape) if role_of[m] == family.partials else tuple(values[m].shape) for m in members)
     sizes = tuple(
-        value_bytes(values[m].model_copy(update={"shape": list(shape)}), m in aligned, layout)
+        value_bytes(values[m].model_copy(update={"shape": list(shape)}), m in facts.amp_aligned, layout)
         for m, shape, layout in zip(members, shapes, layouts)
     )
     given = plan.steps[family.sum_step].scratch
     sum_scratch = (0, derived.sum_scratch) if given.standard == 0 and given.interleaved > 0 else (derived.sum_scratch, 0)
-    scratch = ((family.sum_step, *sum_scratch),) + tuple(
-        (step, sizes[position].shard_bytes * standard, sizes[position].shard_bytes * interleaved)
-        for step, position, standard, interleaved in ratios
-    )
+    scratch = ((family.sum_step, *sum_scratch),) + scaled_scratch(ratios, tuple(size.shard_bytes for size in sizes))
     label = f"split pK={split.k} pM={split.m} pN={split.n}, Sum spread {split.sum_n}x{split.sum_m}"
-    return Candidate(layouts, sizes, exchange_cost(plan, members, moved, layouts), scratch, shapes,
+    return Candidate(layouts, sizes, exchange_cost(facts, members, moved, layouts), scratch, shapes,
                      ((family.gemm_step, derived.operation),), label)
 
 
-def _signature(plan: Plan, family: KernelFamily, members, role_of, aligned, fixed, ratios) -> tuple:
+def _signature(facts: PlanFacts, family: KernelFamily, members, role_of, fixed, ratios) -> tuple:
     """Everything a family's candidates depend on, with steps relative to its Gemm: equal families share them."""
+    plan = facts.plan
     values = plan.values
     roles = (family.left_source, family.left, family.right, family.partials, family.sum_result)
     return (
-        tuple((values[m].layout, tuple(values[m].shape), values[m].precision, m in aligned, roles.index(role_of[m]))
-              for m in members),
+        tuple((values[m].layout, tuple(values[m].shape), values[m].precision, m in facts.amp_aligned,
+               roles.index(role_of[m])) for m in members),
         plan.steps[family.gemm_step].operation,
         plan.tile_count,
         tuple(roles.index(r) for r in fixed),
@@ -219,55 +218,59 @@ def _shift_steps(candidate: Candidate, offset: int) -> Candidate:
     )
 
 
-def family_group(plan: Plan, flow: Dataflow, context: Context, family: KernelFamily,
-                 group_of: dict[int, tuple[int, ...]], cache: dict) -> FreeGroup | FrozenGroup:
+def family_group(context: Context, family: KernelFamily, group_of: dict[int, LayoutGroup], cache: dict) -> FreeGroup | FrozenGroup:
     """The family as one free group (every member and its aliases), or frozen with the reason.
 
     `cache` maps a family's signature to its candidates, so repeated structures are derived once.
     """
+    facts = context.facts
     own_steps = frozenset(s for s in (family.local_kernel_step, family.gemm_step, family.sum_step) if s is not None)
     role_of = {m: role for role in family.members for m in group_of[role]}
     members = tuple(sorted(role_of))
     for role in (family.left, family.right, family.partials):
-        reason = freeze_reason(plan, flow, group_of[role], context, own_steps)
+        reason = freeze_reason(context, group_of[role], own_steps)
         if reason is not None:
-            return FrozenGroup(members, f"Gemm family at step {family.gemm_step}: value {role} {reason}")
+            return FrozenGroup(members, reason.in_family(family.gemm_step, role))
     fixed = [role for role in (family.left_source, family.sum_result)
-             if role is not None and freeze_reason(plan, flow, group_of[role], context, own_steps) is not None]
-    moved = moved_tensors(plan, flow, members)
-    ratios, reason = scratch_ratios(plan, flow, members)
-    if reason is not None:
-        return FrozenGroup(members, f"Gemm family at step {family.gemm_step}: {reason}")
-    ratios = [r for r in ratios if r[0] != family.sum_step]
-    signature = _signature(plan, family, members, role_of, context.aligned, fixed, ratios)
+             if role is not None and freeze_reason(context, group_of[role], own_steps) is not None]
+    moved = moved_tensors(facts, members)
+    try:
+        ratios = tuple(r for r in scratch_ratios(facts, members) if r[0] != family.sum_step)
+    except Frozen as frozen:
+        return FrozenGroup(members, frozen.reason.in_family(family.gemm_step))
+    signature = _signature(facts, family, members, role_of, fixed, ratios)
     if signature not in cache:
         found = []
-        for split in split_options(plan, family, context.aligned, family.sum_result in fixed):
-            candidate = _family_candidate(plan, family, split, members, role_of, context.aligned, moved, ratios)
-            if candidate is not None and all(candidate.layouts[members.index(r)] == plan.values[r].parsed_layout for r in fixed):
+        for split in split_options(facts.plan, family, facts.amp_aligned, family.sum_result in fixed):
+            candidate = _family_candidate(facts, family, split, members, role_of, moved, ratios)
+            if candidate is not None and all(
+                candidate.layouts[members.index(r)] == facts.plan.values[r].parsed_layout for r in fixed
+            ):
                 found.append(_shift_steps(candidate, -family.gemm_step))
         cache[signature] = found
     candidates = [
-        replace(_shift_steps(c, family.gemm_step), exchange_bytes=exchange_cost(plan, members, moved, c.layouts))
+        replace(_shift_steps(c, family.gemm_step), exchange_bytes=exchange_cost(facts, members, moved, c.layouts))
         for c in cache[signature]
     ]
     if len(candidates) <= 1:
-        return FrozenGroup(members, f"Gemm family at step {family.gemm_step}: no other legal split")
-    return FreeGroup(members, tuple(candidates), kind="kernel")
+        return FrozenGroup(members, FreezeReason(Freeze.NO_OTHER_SPLIT, family_step=family.gemm_step))
+    return FreeGroup(members, tuple(candidates), input_index=0, kind="kernel")
 
 
-def kernel_groups(plan: Plan, flow: Dataflow, context: Context, groups: list[tuple[int, ...]]):
-    """Free and frozen groups for every recognised Gemm family (values of other Gemms are left to storage rules)."""
+def kernel_level(context: Context, groups: tuple[LayoutGroup, ...]) -> Decisions:
+    """Every recognised Gemm family whose groups are all unclaimed: free or frozen as one unit."""
     group_of = {m: group for group in groups for m in group}
-    families, _ = recognise_families(plan, flow)
     free, frozen, claimed = [], [], set()
     cache: dict[tuple, list[Candidate]] = {}
-    for family in families:
+    for family in context.facts.families:
+        if any(role not in group_of for role in family.members):
+            continue
         members = {m for role in family.members for m in group_of[role]}
         if members & claimed:
-            frozen.append(FrozenGroup(tuple(sorted(members - claimed)), f"Gemm family at step {family.gemm_step} shares values with another family"))
+            reason = FreezeReason(Freeze.FAMILY_OVERLAP, family_step=family.gemm_step)
+            frozen.append(FrozenGroup(tuple(sorted(members - claimed)), reason))
             continue
         claimed |= members
-        group = family_group(plan, flow, context, family, group_of, cache)
+        group = family_group(context, family, group_of, cache)
         (free if isinstance(group, FreeGroup) else frozen).append(group)
-    return free, frozen
+    return Decisions(tuple(free), tuple(frozen))

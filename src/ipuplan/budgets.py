@@ -1,0 +1,89 @@
+"""The per-tile budgets and the one rule every part of ipuplan measures them with.
+
+REPLAN.md, "Budgets": at every step `std <= budget - interleaved_budget` (no standard
+overflow), `il <= interleaved_budget`, and `std + il + support_reserve <= budget`. Each of the
+three is a `Limit`: a weighted sum of a step's standard and interleaved bytes and the bytes it
+may reach. The estimate (fits_budget, overflow), the solvers (their constraints), the greedy
+baseline (its excess) and the report (its budget lines) all read these three `Limit`s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TypeVar
+
+from ipuplan.errors import BudgetError
+
+Bytes = TypeVar("Bytes")
+"""An int, a numpy array of ints (one per step) or a solver's linear expression."""
+
+
+@dataclass(frozen=True)
+class Limit:
+    """`standard * std + interleaved * il <= bytes` at every step."""
+
+    name: str
+    standard: int
+    interleaved: int
+    bytes: int
+
+    def usage(self, standard: Bytes, interleaved: Bytes) -> Bytes:
+        """The left-hand side; the zero weight is left out so solver expressions stay small."""
+        if not self.interleaved:
+            return standard
+        if not self.standard:
+            return interleaved
+        return standard + interleaved
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """Per-tile limits. The standard region is what the interleaved region leaves
+    (`standard_limit`): an assumption consistent with the reference plan, kept in one place."""
+
+    budget_bytes: int
+    interleaved_budget_bytes: int
+    support_reserve_bytes: int
+
+    @property
+    def standard_limit(self) -> int:
+        return self.budget_bytes - self.interleaved_budget_bytes
+
+    @property
+    def total_limit(self) -> int:
+        """Bound on `std_s + il_s` (the raw usage), support reserve taken off."""
+        return self.budget_bytes - self.support_reserve_bytes
+
+    @property
+    def limits(self) -> tuple[Limit, Limit, Limit]:
+        return (
+            Limit("standard budget", 1, 0, self.standard_limit),
+            Limit("interleaved budget", 0, 1, self.interleaved_budget_bytes),
+            Limit("total budget less support reserve", 1, 1, self.total_limit),
+        )
+
+    @classmethod
+    def of(cls, plan) -> Budgets:
+        return cls(plan.budget_bytes, plan.interleaved_budget_bytes, plan.support_reserve_bytes)
+
+    def overridden(self, budget: int | None, interleaved_budget: int | None, support_reserve: int | None) -> Budgets:
+        """These budgets with the given fields replaced; refuses budgets that contradict each other."""
+        chosen = Budgets(
+            self.budget_bytes if budget is None else budget,
+            self.interleaved_budget_bytes if interleaved_budget is None else interleaved_budget,
+            self.support_reserve_bytes if support_reserve is None else support_reserve,
+        )
+        if min(chosen.budget_bytes, chosen.interleaved_budget_bytes, chosen.support_reserve_bytes) < 0:
+            raise BudgetError("budgets must not be negative")
+        if chosen.standard_limit < 0:
+            raise BudgetError(
+                f"interleaved budget {chosen.interleaved_budget_bytes:,} exceeds the budget {chosen.budget_bytes:,}: "
+                "no room would be left for standard memory"
+            )
+        return chosen
+
+
+def excess(limit: Limit, standard, interleaved):
+    """Bytes over `limit` (0 where it is met); ints or numpy arrays."""
+    over = limit.usage(standard, interleaved) - limit.bytes
+    return over * (over > 0)

@@ -1,0 +1,83 @@
+"""The candidate space: which values may change, and the layouts each may take.
+
+Strategy generation, apart from the solver (as XLA's auto-sharding splits it). A freedom
+level is one module with one function `(Context, unclaimed groups) -> Decisions`; a `Scope`
+runs its levels in order, each deciding about the groups the previous ones left, and the
+last one deciding about every group that remains. Adding a freedom level is its module and
+one line in `LEVELS`.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from ipuplan.candidates.kernels import kernel_level
+from ipuplan.candidates.rules import context_of
+from ipuplan.candidates.storage import storage_level
+from ipuplan.candidates.types import (
+    Candidate,
+    CandidateSpace,
+    Decisions,
+    FreeGroup,
+    Freeze,
+    FreezeReason,
+    FrozenGroup,
+)
+from ipuplan.errors import IpuplanError
+from ipuplan.facts import PlanFacts
+
+
+class Scope(str, Enum):
+    """Freedom levels, narrowest first; each includes the ones before it."""
+
+    STORAGE = "storage"
+    KERNELS = "kernels"
+
+
+LEVELS = {
+    Scope.STORAGE: (storage_level,),
+    Scope.KERNELS: (kernel_level, storage_level),
+}
+
+
+class UnknownScope(IpuplanError, ValueError):
+    """A freedom level ipuplan does not offer."""
+
+
+def scope_named(name: str | Scope) -> Scope:
+    try:
+        return Scope(name)
+    except ValueError:
+        raise UnknownScope(f"unknown scope {name!r}; choose one of: {', '.join(s.value for s in Scope)}") from None
+
+
+def candidate_space(facts: PlanFacts, scope: str | Scope = Scope.KERNELS) -> CandidateSpace:
+    """Free groups with their candidates, and frozen groups with their reasons."""
+    scope = scope_named(scope)
+    context = context_of(facts)
+    remaining = context.groups
+    free: list[FreeGroup] = []
+    frozen: list[FrozenGroup] = []
+    for level in LEVELS[scope]:
+        decided = level(context, remaining)
+        free += decided.free
+        frozen += decided.frozen
+        claimed = decided.claimed
+        remaining = tuple(group for group in remaining if claimed.isdisjoint(group))
+    return CandidateSpace(scope.value, tuple(free), tuple(frozen))
+
+
+__all__ = [
+    "LEVELS",
+    "Candidate",
+    "CandidateSpace",
+    "Decisions",
+    "FreeGroup",
+    "Freeze",
+    "FreezeReason",
+    "FrozenGroup",
+    "Scope",
+    "UnknownScope",
+    "candidate_space",
+    "scope_named",
+]

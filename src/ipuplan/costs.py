@@ -1,0 +1,225 @@
+"""Costs: the per-step rows every solver sums, the objective's terms, and the `Problem` solvers see.
+
+A `Problem` is indices and integers only (no plan, no layout): per free group the number of
+candidates and which one is the input; per kept step the constant bytes of each class and, per
+live group, its bytes per candidate; per candidate its exchange bytes; the budget `Limit`s.
+The objective is lexicographic over `OBJECTIVE`: the raw peak, then exchange bytes, then
+changed values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import Enum
+from math import prod
+
+import numpy as np
+
+from ipuplan.budgets import Limit, excess
+from ipuplan.candidates import CandidateSpace, FreeGroup
+from ipuplan.facts import PlanFacts
+from ipuplan.layout import STANDARD, ceil_div
+
+
+class Term(str, Enum):
+    PEAK = "peak"
+    """max over steps of standard + interleaved bytes per tile."""
+    EXCHANGE = "exchange"
+    """bytes the mover steps send between tiles."""
+    CHANGED = "changed"
+    """values whose layout differs from the input."""
+
+
+OBJECTIVE = (Term.PEAK, Term.EXCHANGE, Term.CHANGED)
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """One kept step: constant bytes per class and, per free group, bytes per candidate per class."""
+
+    step: int
+    standard: int
+    interleaved: int
+    terms: tuple[tuple[int, np.ndarray, np.ndarray], ...]
+    """(group index, standard bytes per candidate, interleaved bytes per candidate)."""
+
+    def bounds(self) -> tuple[int, int]:
+        low = self.standard + self.interleaved + sum(int((s + i).min()) for _, s, i in self.terms)
+        high = self.standard + self.interleaved + sum(int((s + i).max()) for _, s, i in self.terms)
+        return low, high
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What a solver sees. Choice `c` of group `g` is an index into its candidates."""
+
+    candidate_counts: tuple[int, ...]
+    input_choice: tuple[int, ...]
+    group_sizes: tuple[int, ...]
+    """Values per group: what a change of that group's choice costs in changed values."""
+    rows: tuple[StepRow, ...]
+    exchange: tuple[tuple[int, ...], ...]
+    """Per group, exchange bytes per candidate."""
+    limits: tuple[Limit, ...]
+    """The budget rule (empty: no budgets)."""
+    steps_total: int
+
+    @property
+    def groups(self) -> int:
+        return len(self.candidate_counts)
+
+    def without_budgets(self) -> Problem:
+        return replace(self, limits=())
+
+    def lower_bound(self) -> int:
+        """Every free group at its smallest candidate, step by step: no choice can do better."""
+        return max((row.bounds()[0] for row in self.rows), default=0)
+
+    def upper_bound(self) -> int:
+        return max((row.bounds()[1] for row in self.rows), default=0)
+
+    def exchange_of(self, choice: tuple[int, ...]) -> int:
+        return sum(self.exchange[g][c] for g, c in enumerate(choice))
+
+    def changed_of(self, choice: tuple[int, ...]) -> int:
+        return sum(size for size, c, i in zip(self.group_sizes, choice, self.input_choice) if c != i)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Per-row standard and interleaved bytes under one choice."""
+
+    standard: np.ndarray
+    interleaved: np.ndarray
+
+    @property
+    def peak(self) -> int:
+        return int((self.standard + self.interleaved).max(initial=0))
+
+    def excess(self, limits: tuple[Limit, ...]) -> np.ndarray:
+        """Per row, bytes over the budgets summed over the limits (0 where everything fits)."""
+        return sum((excess(limit, self.standard, self.interleaved) for limit in limits), np.zeros_like(self.standard))
+
+    def violation(self, limits: tuple[Limit, ...]) -> int:
+        return int(self.excess(limits).sum())
+
+
+def usage_of(rows: tuple[StepRow, ...], choice: tuple[int, ...]) -> Usage:
+    standard = np.array([r.standard + sum(int(s[choice[g]]) for g, s, _ in r.terms) for r in rows], dtype=np.int64)
+    interleaved = np.array([r.interleaved + sum(int(i[choice[g]]) for g, _, i in r.terms) for r in rows], dtype=np.int64)
+    return Usage(standard, interleaved)
+
+
+def problem_of(facts: PlanFacts, space: CandidateSpace) -> Problem:
+    """The space's choices as indices and integers, under the budgets of `facts`."""
+    return Problem(
+        candidate_counts=tuple(len(g.candidates) for g in space.free),
+        input_choice=tuple(g.input_index for g in space.free),
+        group_sizes=tuple(len(g.members) for g in space.free),
+        rows=tuple(step_rows(facts, space)),
+        exchange=tuple(tuple(c.exchange_bytes for c in g.candidates) for g in space.free),
+        limits=facts.budgets.limits,
+        steps_total=len(facts.plan.steps),
+    )
+
+
+def step_rows(facts: PlanFacts, space: CandidateSpace) -> list[StepRow]:
+    """Per-step constant and variable bytes; steps dominated by another step are dropped."""
+    plan = facts.plan
+    group_of = {m: (g, position) for g, group in enumerate(space.free) for position, m in enumerate(group.members)}
+    computed = facts.estimate.values
+    fixed_bytes = {v.id: (computed[v.id].bytes, v.memory_class == STANDARD) for v in plan.values}
+    scratch_groups: dict[int, list[int]] = {}
+    for g, group in enumerate(space.free):
+        for step in {entry[0] for candidate in group.candidates for entry in candidate.scratch}:
+            scratch_groups.setdefault(step, []).append(g)
+    cache: dict[tuple[int, tuple[int, ...]], tuple[np.ndarray, np.ndarray]] = {}
+    rows = []
+    for step in plan.steps:
+        standard, interleaved = step.scratch.standard, step.scratch.interleaved
+        live_members: dict[int, list[int]] = {}
+        for value_id in step.live:
+            if value_id in group_of:
+                g, position = group_of[value_id]
+                live_members.setdefault(g, []).append(position)
+            else:
+                size, is_standard = fixed_bytes[value_id]
+                standard += size if is_standard else 0
+                interleaved += 0 if is_standard else size
+        terms = {}
+        for g, positions in live_members.items():
+            key = (g, tuple(positions))
+            if key not in cache:
+                cache[key] = _group_bytes(space.free[g], positions)
+            terms[g] = cache[key]
+        if step.index in scratch_groups:
+            standard -= step.scratch.standard
+            interleaved -= step.scratch.interleaved
+            for g in scratch_groups[step.index]:
+                extra_std, extra_il = _scratch_bytes(space.free[g], step.index)
+                base_std, base_il = terms.get(g, (0, 0))
+                terms[g] = (base_std + extra_std, base_il + extra_il)
+        rows.append(StepRow(step.index, standard, interleaved, tuple((g, s, i) for g, (s, i) in sorted(terms.items()))))
+    return _undominated(rows)
+
+
+def _group_bytes(group: FreeGroup, positions: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    standard = np.zeros(len(group.candidates), dtype=np.int64)
+    interleaved = np.zeros(len(group.candidates), dtype=np.int64)
+    for c, candidate in enumerate(group.candidates):
+        for p in positions:
+            if candidate.layouts[p].memory_class == STANDARD:
+                standard[c] += candidate.value_bytes[p].bytes
+            else:
+                interleaved[c] += candidate.value_bytes[p].bytes
+    return standard, interleaved
+
+
+def _scratch_bytes(group: FreeGroup, step: int) -> tuple[np.ndarray, np.ndarray]:
+    """Scratch of `step` under each candidate (a candidate that does not name the step leaves none)."""
+    standard = np.zeros(len(group.candidates), dtype=np.int64)
+    interleaved = np.zeros(len(group.candidates), dtype=np.int64)
+    for c, candidate in enumerate(group.candidates):
+        for index, std, il in candidate.scratch:
+            if index == step:
+                standard[c], interleaved[c] = std, il
+    return standard, interleaved
+
+
+def _undominated(rows: list[StepRow]) -> list[StepRow]:
+    """Drop a step whose every term is matched by an identical term of a step with more constant bytes."""
+    best: dict[tuple, list[StepRow]] = {}
+    for row in rows:
+        key = tuple((g, s.tobytes(), i.tobytes()) for g, s, i in row.terms)
+        front = best.setdefault(key, [])
+        if any(o.standard >= row.standard and o.interleaved >= row.interleaved for o in front):
+            continue
+        front[:] = [o for o in front if not (row.standard >= o.standard and row.interleaved >= o.interleaved)]
+        front.append(row)
+    return sorted((row for front in best.values() for row in front), key=lambda r: r.step)
+
+
+def unneeded_changes(problem: Problem, choice: tuple[int, ...]) -> list[int]:
+    """Changed groups that could go back to their input layout without raising the peak or the exchange."""
+    peak = usage_of(problem.rows, choice).peak
+    found = []
+    for g, (chosen, original) in enumerate(zip(choice, problem.input_choice)):
+        if chosen == original:
+            continue
+        reverted = tuple(original if k == g else c for k, c in enumerate(choice))
+        if usage_of(problem.rows, reverted).peak <= peak and problem.exchange[g][original] <= problem.exchange[g][chosen]:
+            found.append(g)
+    return found
+
+
+def absolute_floor(facts: PlanFacts) -> int:
+    """Every live value spread over all tiles with no replication and no padding, plus scratch.
+
+    No layout of any freedom level can go below this.
+    """
+    plan = facts.plan
+    spread = [ceil_div(prod(v.shape) * v.element_size, plan.tile_count) for v in plan.values]
+    return max(
+        (sum(spread[v] for v in step.live) + step.scratch.standard + step.scratch.interleaved for step in plan.steps),
+        default=0,
+    )

@@ -1,0 +1,50 @@
+"""The facts of one plan, computed once and passed down: liveness, dataflow, estimate, Gemm families.
+
+Everything after this point in the pipeline (check, candidates, costs, rewrite, report) reads
+a `PlanFacts` instead of recomputing: one `optimize` call infers each fact once per plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ipuplan.budgets import Budgets
+from ipuplan.dataflow import Dataflow, dataflow
+from ipuplan.estimate import Estimate, estimate
+from ipuplan.families import KernelFamily, recognise_families
+from ipuplan.format import Plan
+from ipuplan.liveness import Liveness, liveness
+
+
+@dataclass(frozen=True)
+class PlanFacts:
+    plan: Plan
+    budgets: Budgets
+    live: Liveness
+    flow: Dataflow
+    estimate: Estimate
+    """Under `budgets` (the plan's own unless overridden)."""
+    families: tuple[KernelFamily, ...]
+    rejected_families: tuple[tuple[int, str], ...]
+    """(Gemm step, reason) for every Gemm that is not a family."""
+
+    @property
+    def amp_aligned(self) -> frozenset[int]:
+        return self.estimate.amp_aligned
+
+
+def plan_facts(plan: Plan, budgets: Budgets | None = None) -> PlanFacts:
+    """Infer every fact of `plan` once."""
+    budgets = budgets or Budgets.of(plan)
+    live = liveness(plan)
+    flow = dataflow(plan, live)
+    families, rejected = recognise_families(plan, flow)
+    return PlanFacts(
+        plan=plan,
+        budgets=budgets,
+        live=live,
+        flow=flow,
+        estimate=estimate(plan, budgets, live),
+        families=tuple(families),
+        rejected_families=tuple(rejected),
+    )

@@ -20,14 +20,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ipuplan.baseline import greedy_choice, smallest_candidates_bound, unneeded_changes, usage_of
-from ipuplan.model import step_rows
-from ipuplan.space import candidate_space
 from tables import print_table
 
 from ipuplan import load_plan
-from ipuplan.estimate import Budgets, estimate
+from ipuplan.candidates import candidate_space
+from ipuplan.costs import problem_of, unneeded_changes, usage_of
+from ipuplan.estimate import estimate
+from ipuplan.facts import plan_facts
 from ipuplan.layout import format_layout
+from ipuplan.solvers.greedy import greedy_choice
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,9 +46,10 @@ def cli_run(plan: Path, output: Path, *extra: str) -> tuple[float, dict]:
 
 def row(plan_path: Path, repeat: int, scope: str) -> dict:
     plan = load_plan(plan_path)
-    space = candidate_space(plan, scope)
-    rows = step_rows(plan, space)
-    greedy = usage_of(rows, greedy_choice(space, rows, Budgets.of(plan))).peak
+    facts = plan_facts(plan)
+    space = candidate_space(facts, scope)
+    problem = problem_of(facts, space)
+    greedy = usage_of(problem.rows, greedy_choice(problem)).peak
     with tempfile.TemporaryDirectory() as folder:
         out_a, out_b = Path(folder, "a.json"), Path(folder, "b.json")
         walls = []
@@ -73,11 +75,11 @@ def row(plan_path: Path, repeat: int, scope: str) -> dict:
         "input peak": before.raw_peak,
         "greedy": greedy,
         "ipuplan": estimate(rewritten).raw_peak,
-        "lower bound": smallest_candidates_bound(rows),
+        "lower bound": problem.lower_bound(),
         "status": summary["status"],
         "gap": f"{summary['gap']:.2%}",
         "values changed": summary["values_changed"],
-        "changes not needed": len(unneeded_changes(space, rows, chosen)),
+        "changes not needed": len(unneeded_changes(problem, chosen)),
         "build s": summary["build_seconds"],
         "solve s": summary["solve_seconds"],
         "first sol s": summary["first_solution_seconds"],

@@ -20,13 +20,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ipuplan.baseline import absolute_floor, greedy_choice, highs_peak, smallest_candidates_bound, usage_of
-from ipuplan.model import step_rows
-from ipuplan.space import candidate_space
 from tables import print_table
 
 from ipuplan import InfeasibleBudget, Plan, load_plan, optimize
-from ipuplan.estimate import Budgets
+from ipuplan.budgets import Budgets
+from ipuplan.candidates import candidate_space
+from ipuplan.costs import absolute_floor, problem_of
+from ipuplan.facts import plan_facts
 from ipuplan.rewrite import with_budgets, with_derived_fields
 from ipuplan.synth import repeat_layers, unroll, with_budget_factor
 
@@ -47,39 +47,48 @@ def synthesised(quick: bool) -> list[tuple[str, Plan]]:
     return plans
 
 
-def compare(name: str, plan: Plan, seeds: int, time_limit: float, scope: str) -> dict:
-    budgets = Budgets.of(plan)
-    space = candidate_space(plan, scope)
-    rows = step_rows(plan, space)
-    greedy = usage_of(rows, greedy_choice(space, rows, budgets))
-    mip = highs_peak(space, rows, budgets, time_limit)
+def backend_run(plan: Plan, solver: str, **options) -> dict:
+    """One optimize call with a solver backend: its peak (None when it proves infeasibility), fit and time."""
+    started = time.perf_counter()
     try:
-        runs = [optimize(plan, time_limit=time_limit, seed=seed, workers=2, scope=scope) for seed in range(seeds)]
+        result = optimize(plan, solver=solver, **options)
     except InfeasibleBudget:
-        return {"plan": name, "values": len(plan.values), "steps": len(plan.steps), "candidates": space.candidate_count,
-                "greedy": greedy.peak, "greedy fits": greedy.within(budgets), "HiGHS": mip.status,
-                "ipuplan": "infeasible (proven)"}
-    best = min(runs, key=lambda r: r.after.raw_peak)
-    bound = max(r.bound for r in runs)
+        return {"peak": None, "fits": False, "status": "infeasible", "seconds": time.perf_counter() - started}
+    status = "unchanged" if result.note else result.status.value
+    return {"peak": result.after.raw_peak, "fits": result.after.fits_budget, "status": status, "result": result,
+            "seconds": time.perf_counter() - started}
+
+
+def _peak(run: dict) -> int | str:
+    return run["status"] if run["peak"] is None else run["peak"]
+
+
+def compare(name: str, plan: Plan, seeds: int, time_limit: float, scope: str) -> dict:
+    """Greedy, HiGHS and CP-SAT (several seeds) through the same optimize path, on the same candidates."""
+    facts = plan_facts(plan)
+    problem = problem_of(facts, candidate_space(facts, scope))
+    greedy = backend_run(plan, "greedy", scope=scope)
+    mip = backend_run(plan, "highs", scope=scope, time_limit=time_limit)
+    runs = [backend_run(plan, "cpsat", scope=scope, time_limit=time_limit, seed=seed, workers=2) for seed in range(seeds)]
+    row = {"plan": name, "values": len(plan.values), "steps": len(plan.steps),
+           "candidates": sum(problem.candidate_counts), "input peak": facts.estimate.raw_peak,
+           "greedy": _peak(greedy), "greedy fits": greedy["fits"], "HiGHS": _peak(mip), "HiGHS s": round(mip["seconds"], 2)}
+    if any(run["peak"] is None for run in runs):
+        return {**row, "ipuplan": "infeasible (proven)", "lower bound": problem.lower_bound()}
+    results = [run["result"] for run in runs]
+    best = min(results, key=lambda r: r.after.raw_peak)
+    bound = max(r.bound for r in results)
     return {
-        "plan": name,
-        "values": len(plan.values),
-        "steps": len(plan.steps),
-        "candidates": space.candidate_count,
-        "input peak": best.before.raw_peak,
-        "greedy": greedy.peak,
-        "greedy fits": greedy.within(budgets),
-        "HiGHS": mip.peak,
-        "HiGHS s": round(mip.seconds, 2),
+        **row,
         "ipuplan": best.after.raw_peak,
-        "worst seed": max(r.after.raw_peak for r in runs),
-        "lower bound": smallest_candidates_bound(rows),
-        "floor": absolute_floor(plan),
+        "worst seed": max(r.after.raw_peak for r in results),
+        "lower bound": problem.lower_bound(),
+        "floor": absolute_floor(facts),
         "status": best.status.value,
         "gap": f"{(best.after.raw_peak - bound) / best.after.raw_peak:.2%}",
-        "build s": round(statistics.median(r.solve.build_seconds for r in runs), 3),
-        "solve s": round(statistics.median(r.solve.solve_seconds for r in runs), 3),
-        "first sol s": round(statistics.median(r.solve.first_solution_seconds or 0 for r in runs), 3),
+        "build s": round(statistics.median(r.solve.build_seconds for r in results), 3),
+        "solve s": round(statistics.median(r.solve.solve_seconds for r in results), 3),
+        "first sol s": round(statistics.median(r.solve.first_solution_seconds or 0 for r in results), 3),
     }
 
 

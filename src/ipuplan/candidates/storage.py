@@ -11,17 +11,7 @@ from dataclasses import replace
 from functools import lru_cache
 from math import prod
 
-from ipuplan.candidates.rules import (
-    Context,
-    Frozen,
-    LayoutGroup,
-    ScratchRatio,
-    exchange_cost,
-    freeze_reason,
-    moved_tensors,
-    scaled_scratch,
-    scratch_ratios,
-)
+from ipuplan.candidates import rules
 from ipuplan.candidates.types import Candidate, Decisions, FreeGroup, Freeze, FreezeReason, FrozenGroup
 from ipuplan.estimate import shard_bytes, value_bytes
 from ipuplan.facts import PlanFacts
@@ -98,30 +88,32 @@ def layout_options(layout: Layout, shape: tuple[int, ...], element_size: int, ti
     return tuple(option for option in options if option != layout)
 
 
-def storage_candidates(facts: PlanFacts, members: LayoutGroup, ratios: tuple[ScratchRatio, ...]) -> tuple[Candidate, ...]:
+def storage_candidates(
+    facts: PlanFacts, members: rules.LayoutGroup, ratios: tuple[rules.ScratchRatio, ...]
+) -> tuple[Candidate, ...]:
     """The input layout first, then every distinct smaller-or-equal shard size in each memory class."""
     values = facts.plan.values
     base = values[members[0]]
     layout = base.parsed_layout
-    moved = moved_tensors(facts, members)
+    moved = rules.moved_tensors(facts, members)
 
     def candidate(option: Layout) -> Candidate:
         sizes = tuple(value_bytes(values[m], m in facts.amp_aligned, option) for m in members)
         layouts = (option,) * len(members)
-        scratch = scaled_scratch(ratios, tuple(size.shard_bytes for size in sizes))
-        return Candidate(layouts, sizes, exchange_cost(facts, members, moved, layouts), scratch)
+        scratch = rules.scaled_scratch(ratios, tuple(size.shard_bytes for size in sizes))
+        return Candidate(layouts, sizes, rules.exchange_cost(facts, members, moved, layouts), scratch)
 
     options = layout_options(layout, tuple(base.shape), base.element_size, facts.plan.tile_count)
     return (candidate(layout), *(candidate(option) for option in options))
 
 
-def storage_group(context: Context, members: LayoutGroup) -> FreeGroup | FrozenGroup:
-    reason = freeze_reason(context, members)
+def storage_group(context: rules.Context, members: rules.LayoutGroup) -> FreeGroup | FrozenGroup:
+    reason = rules.freeze_reason(context, members)
     if reason is not None:
         return FrozenGroup(members, reason)
     try:
-        ratios = scratch_ratios(context.facts, members)
-    except Frozen as frozen:
+        ratios = rules.scratch_ratios(context.facts, members)
+    except rules.Frozen as frozen:
         return FrozenGroup(members, frozen.reason)
     candidates = storage_candidates(context.facts, members, ratios)
     if len(candidates) == 1:
@@ -129,7 +121,7 @@ def storage_group(context: Context, members: LayoutGroup) -> FreeGroup | FrozenG
     return FreeGroup(members, candidates, input_index=0)
 
 
-def storage_level(context: Context, groups: tuple[LayoutGroup, ...]) -> Decisions:
+def storage_level(context: rules.Context, groups: tuple[rules.LayoutGroup, ...]) -> Decisions:
     """Every group: free with its candidates, or frozen with the rule that holds it."""
     decided = [storage_group(context, members) for members in groups]
     return Decisions(

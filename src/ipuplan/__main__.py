@@ -1,0 +1,5 @@
+"""`python -m ipuplan`: the same command as `ipuplan`."""
+
+from ipuplan.cli import main
+
+main()

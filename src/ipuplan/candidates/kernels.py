@@ -8,6 +8,7 @@ bytes, the input's own split always first.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -41,8 +42,22 @@ from ipuplan.layout import AxisTiling, ceil_div
 MAX_SPLITS = 48
 
 
-def _divisors(number: int) -> list[int]:
-    return [d for d in range(1, number + 1) if number % d == 0]
+@lru_cache(maxsize=1024)
+def _spreads(k: int) -> tuple[tuple[int, int], ...]:
+    """Every (a, b) with a * b dividing k, in the order the Sum spread search tries them."""
+    divisors = [d for d in range(1, k + 1) if k % d == 0]
+    return tuple((a, b) for a in divisors for b in divisors if (k // a) % b == 0)
+
+
+class _AxisSizes:
+    """Elements per shard of one axis for every partition count, looked up instead of recomputed."""
+
+    def __init__(self, blocks: int, axis: AxisTiling) -> None:
+        self.blocks = blocks
+        self.extents = [0] + [axis.extent_of_blocks(blocks, p) for p in range(1, blocks + 1)]
+
+    def extent(self, partitions: int) -> int:
+        return self.extents[min(partitions, self.blocks)]
 
 
 class _Sizer:
@@ -66,20 +81,15 @@ class _Sizer:
         value = self.plan.values[value_id]
         return value.shape[value.parsed_layout.axes[position].axis.dimension(len(value.shape))]
 
-    def _axis(self, value_id: int, position: int) -> tuple[int, AxisTiling]:
+    def _axis(self, value_id: int, position: int) -> _AxisSizes:
         axis = self.plan.values[value_id].parsed_layout.axes[position]
-        return axis.blocks(self._dimension_size(value_id, position)), axis
+        return _AxisSizes(axis.blocks(self._dimension_size(value_id, position)), axis)
 
     def _untiled(self, value_id: int) -> int:
         """Elements of the dimensions no axis tiles (whole on every tile)."""
         value = self.plan.values[value_id]
         tiled = {a.axis.dimension(len(value.shape)) for a in value.parsed_layout.axes}
         return int(np.prod([d for i, d in enumerate(value.shape) if i not in tiled], dtype=np.int64))
-
-    @staticmethod
-    def extent(axis: tuple[int, AxisTiling], partitions: int) -> int:
-        blocks, tiling = axis
-        return tiling.extent_of_blocks(blocks, partitions)
 
     def inner_block(self, k: int) -> int | None:
         return inner_block_for(self.k_dimension, k, self.granule)
@@ -98,22 +108,22 @@ class _Sizer:
             exact = a * split.n == fixed[0] and b * split.m == fixed[1] and a and b and split.k % (a * b) == 0
             return (a, b) if exact else None
         best = (None, 1, 1)
-        for a in _divisors(split.k):
-            for b in _divisors(split.k // a):
-                if split.n * a > self.sum_n[0] or split.m * b > self.sum_m[0] or split.tiles // split.k * a * b > tiles:
-                    continue
-                shard = self.extent(self.sum_n, split.n * a) * self.extent(self.sum_m, split.m * b)
-                if best[0] is None or shard < best[0]:
-                    best = (shard, a, b)
+        sum_n, sum_m, others = self.sum_n, self.sum_m, split.tiles // split.k
+        for a, b in _spreads(split.k):
+            if split.n * a > sum_n.blocks or split.m * b > sum_m.blocks or others * a * b > tiles:
+                continue
+            shard = sum_n.extent(split.n * a) * sum_m.extent(split.m * b)
+            if best[0] is None or shard < best[0]:
+                best = (shard, a, b)
         return best[1], best[2]
 
     def vector(self, split: Split, inner_block: int) -> tuple[int, ...]:
         family = self.family
-        m, n = self.extent(self.m, split.m), self.extent(self.n, split.n)
+        m, n = self.m.extent(split.m), self.n.extent(split.n)
         left = inner_block * m * self.base[family.left]
-        sum_shard = (self.extent(self.sum_n, split.n * split.sum_n) * self.extent(self.sum_m, split.m * split.sum_m)
+        sum_shard = (self.sum_n.extent(split.n * split.sum_n) * self.sum_m.extent(split.m * split.sum_m)
                      * self.base[family.sum_result] * self.size[family.sum_result])
-        partials = self.extent(self.partial_m, split.m) * self.extent(self.partial_n, split.n) * self.base[family.partials]
+        partials = self.partial_m.extent(split.m) * self.partial_n.extent(split.n) * self.base[family.partials]
         source = () if family.left_source is None else (self._bytes(family.left_source, left),)
         return (*source, self._bytes(family.left, left), self._bytes(family.right, inner_block * n * self.base[family.right]),
                 self._bytes(family.partials, partials), sum_shard, (split.k + 1) * sum_shard)
@@ -133,10 +143,10 @@ def split_options(plan: Plan, family: KernelFamily, aligned: frozenset[int], sum
         inner_block = sizer.inner_block(k)
         if inner_block is None:
             continue
-        for m in partition_options(sizer.m[0]):
+        for m in partition_options(sizer.m.blocks):
             if k * m > tiles:
                 break
-            for n in partition_options(sizer.n[0]):
+            for n in partition_options(sizer.n.blocks):
                 if k * m * n > tiles:
                     break
                 spread = sizer.sum_spread(Split(k, m, n), tiles, fixed)
@@ -161,13 +171,13 @@ def _pareto(vectors: np.ndarray) -> list[int]:
     """Indices of the vectors no other vector is at most in every component (first of equals kept)."""
     order = np.lexsort(vectors.T[::-1])
     kept: list[int] = []
-    kept_vectors = np.empty((0, vectors.shape[1]), dtype=np.int64)
+    kept_vectors = np.empty_like(vectors)
     for index in order:
         vector = vectors[index]
-        if len(kept) and np.any(np.all(kept_vectors <= vector, axis=1)):
+        if np.any(np.all(kept_vectors[: len(kept)] <= vector, axis=1)):
             continue
+        kept_vectors[len(kept)] = vector
         kept.append(int(index))
-        kept_vectors = np.vstack([kept_vectors, vector])
     return kept
 
 

@@ -14,11 +14,11 @@ PACKAGE = Path(ipuplan.__file__).resolve().parent
 
 PIPELINE = [
     "errors",
+    "outputs",
     "debug_syntax",
     "layout",
     "operation",
     "format",
-    "outputs",
     "budgets",
     "liveness",
     "exchange",

@@ -6,6 +6,7 @@ import pytest
 from reference import ALL_PLANS, REFERENCE
 
 from ipuplan import PlanError, dump_plan, load_plan, plan_from_json, write_plan
+from ipuplan.format import MAX_DEPTH
 
 
 @pytest.mark.parametrize("path", ALL_PLANS, ids=lambda p: p.name)
@@ -32,10 +33,11 @@ def test_write_plan_is_atomic_and_exact(tmp_path, reference_plan):
     assert [p.name for p in tmp_path.iterdir()] == ["out.json"]
 
 
-def _error(raw: dict | str) -> PlanError:
-    text = raw if isinstance(raw, str) else json.dumps(raw)
+def _error(raw: dict | str | bytes) -> PlanError:
+    text = raw if isinstance(raw, (str, bytes)) else json.dumps(raw)
     with pytest.raises(PlanError) as caught:
         plan_from_json(text, source="bad.json")
+    assert "\n" not in str(caught.value)
     return caught.value
 
 
@@ -43,6 +45,65 @@ def test_truncated_json_names_line_and_column():
     error = _error(REFERENCE.read_text()[:5000])
     assert str(error).startswith("bad.json: line 1 column ")
     assert "invalid JSON" in str(error)
+
+
+def test_json_syntax_error_names_line_column_and_byte():
+    error = _error('{"name": "\u00e9",\n "x": ]}')  # the two-byte e-acute makes byte and character offsets differ
+    assert (error.location, error.message) == ("line 2 column 7 (byte 21)", "invalid JSON: Expecting value")
+
+
+def test_bytes_that_are_not_utf8_name_the_byte():
+    error = _error(b'{"version": 1,\n "model": "vit\xff"}')
+    assert error.location == "line 2 column 15"
+    assert error.message == "not UTF-8: invalid byte 0xff at byte offset 29"
+
+
+def test_utf8_byte_order_mark_is_still_accepted():
+    plan = plan_from_json(b"\xef\xbb\xbf" + REFERENCE.read_bytes())
+    assert dump_plan(plan).encode() == REFERENCE.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("text", "location"),
+    [
+        ("[" * 100_000, "line 1 column 65 (byte 64)"),  # beyond the recursion limit of json.loads
+        ('{"a":' * 65 + "1" + "}" * 65, "line 1 column 321 (byte 320)"),  # parses, but deeper than MAX_DEPTH
+        ('["[[[\\\\", ' + "[" * 64 + "]" * 65, "line 1 column 74 (byte 73)"),  # brackets in strings do not count
+    ],
+)
+def test_deep_nesting_names_the_byte_where_it_went_too_deep(text, location):
+    error = _error(text)
+    assert (error.location, error.message) == (location, f"JSON nested too deeply (more than {MAX_DEPTH} levels)")
+
+
+def test_nesting_up_to_the_limit_still_loads(reference_raw):
+    reference_raw["compiler_note"] = json.loads("[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1))
+    text = json.dumps(reference_raw, separators=(",", ":"))
+    assert dump_plan(plan_from_json(text)) == text
+    reference_raw["compiler_note"] = [reference_raw["compiler_note"]]
+    assert "nested too deeply" in _error(reference_raw).message
+
+
+def test_number_too_long_for_python_is_a_plan_error():
+    error = _error('{"version": ' + "1" * 5000 + "}")
+    assert (error.location, error.message) == ("line 1 column 13 (byte 12)", "invalid JSON: number has too many digits")
+
+
+def test_unknown_format_version_is_refused_before_the_fields(reference_raw):
+    reference_raw["version"] = 2
+    del reference_raw["scope"]  # a version-2 plan is not judged by version-1 fields
+    error = _error(reference_raw)
+    assert (error.location, error.message) == ("version", "unsupported format version 2 (ipuplan reads version 1)")
+
+
+def test_value_listed_twice_in_a_live_set(reference_raw):
+    live = reference_raw["timeline"]["steps"][9]["live"]
+    live.insert(2, live[0])
+    error = _error(reference_raw)
+    assert (error.location, error.message) == (
+        "timeline.steps[9].live[2]",
+        f"value {live[0]} is listed twice in the live set",
+    )
 
 
 def test_not_an_object():

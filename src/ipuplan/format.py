@@ -8,6 +8,8 @@ and written back, so a plan from a newer compiler survives a round trip.
 from __future__ import annotations
 
 import json
+import re
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,9 +18,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ipuplan.errors import PlanError, SyntaxProblem
 from ipuplan.layout import Layout, element_size, parse_layout
 from ipuplan.operation import Operation, parse_operation
+from ipuplan.outputs import write_atomically
 
 MAX_COUNT = 2**48
 """Larger numbers than this are not plausible byte counts or ids; they are rejected."""
+
+SUPPORTED_VERSIONS = (1,)
+"""The format versions this loader understands; any other is refused before its fields are read."""
+
+MAX_DEPTH = 64
+"""Deepest JSON nesting accepted. A plan nests about 8 levels; far deeper input only threatens the stack."""
 
 Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
 Positive = Annotated[int, Field(ge=1, le=MAX_COUNT)]
@@ -157,6 +166,23 @@ def _check_value_strings(value: Value, where: str) -> None:
         )
 
 
+def _check_live(values: list[Value], step: Step, where: str) -> None:
+    count = len(values)
+    for slot, value_id in enumerate(step.live):
+        if value_id >= count:
+            raise PlanError(
+                f"value id {value_id} does not exist (plan has {count} values)", location=f"{where}.live[{slot}]"
+            )
+        if values[value_id].is_alias:
+            raise PlanError(
+                f"value {value_id} is an alias of {values[value_id].root} and cannot be live",
+                location=f"{where}.live[{slot}]",
+            )
+    if len(set(step.live)) < len(step.live):  # a set is cheap; finding the slot is slow but only runs when refusing
+        slot = next(slot for slot, value_id in enumerate(step.live) if step.live.index(value_id) < slot)
+        raise PlanError(f"value {step.live[slot]} is listed twice in the live set", location=f"{where}.live[{slot}]")
+
+
 def _check_references(plan: Plan) -> None:
     count = len(plan.values)
     for position, value in enumerate(plan.values):
@@ -174,29 +200,102 @@ def _check_references(plan: Plan) -> None:
             parse_operation(step.operation)
         except SyntaxProblem as problem:
             raise PlanError(f"malformed operation: {problem}", location=f"{where}.operation") from None
-        for slot, value_id in enumerate(step.live):
-            if value_id >= count:
-                raise PlanError(
-                    f"value id {value_id} does not exist (plan has {count} values)", location=f"{where}.live[{slot}]"
-                )
-            if plan.values[value_id].is_alias:
-                raise PlanError(
-                    f"value {value_id} is an alias of {plan.values[value_id].root} and cannot be live",
-                    location=f"{where}.live[{slot}]",
-                )
+        _check_live(plan.values, step, where)
+
+
+def _line_column(text: str, offset: int) -> str:
+    line = text.count("\n", 0, offset) + 1
+    column = offset - text.rfind("\n", 0, offset)
+    return f"line {line} column {column}"
+
+
+def _text_position(text: str, offset: int) -> str:
+    """Line and column for an editor, byte offset for tools that seek in the file."""
+    byte = len(text[:offset].encode("utf-8", "surrogatepass"))
+    return f"{_line_column(text, offset)} (byte {byte})"
+
+
+def _decode(data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        location = _line_column(data[: error.start].decode("utf-8"), error.start)
+        raise PlanError(
+            f"not UTF-8: invalid byte 0x{data[error.start]:02x} at byte offset {error.start}", location=location
+        ) from None
+
+
+_NOT_QUOTE_OR_BRACKET = bytes(byte for byte in range(256) if byte not in b'"[]{}')
+_EMPTY_PAIR = re.compile(rb"\[\]|\{\}")
+_STRING_OR_BRACKET = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+_DEPTH_CHANGE = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def _nests_too_deeply(text: str) -> bool:
+    """Whether JSON that parsed nests deeper than MAX_DEPTH.
+
+    This runs on every load, so it stays in C: keep only quotes and brackets, drop what lies
+    between quotes, then peel the innermost pairs once per allowed level.
+    """
+    data = text.encode("utf-8", "surrogatepass")
+    if b"\\" in data:  # replace() costs a pass even when nothing matches, and plans rarely escape anything
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    brackets = b"".join(data.translate(None, _NOT_QUOTE_OR_BRACKET).replace(b'""', b"").split(b'"')[::2])
+    for _ in range(MAX_DEPTH):
+        if not brackets:
+            return False
+        brackets = _EMPTY_PAIR.sub(b"", brackets)
+    return bool(brackets)
+
+
+def _too_deep(text: str) -> PlanError:
+    """The error naming where nesting first passed MAX_DEPTH (a slow walk, taken only for refused input)."""
+    depth = 0
+    for token in _STRING_OR_BRACKET.finditer(text):
+        depth += _DEPTH_CHANGE.get(text[token.start()], 0)
+        if depth > MAX_DEPTH:
+            location = _text_position(text, token.start())
+            return PlanError(f"JSON nested too deeply (more than {MAX_DEPTH} levels)", location=location)
+    # json.loads ran out of stack within MAX_DEPTH levels: the caller had already used nearly all of it
+    return PlanError("JSON nests deeper than the remaining call stack allows")
+
+
+def _parse(data: str | bytes) -> dict[str, Any]:
+    text = _decode(data) if isinstance(data, bytes) else data
+    try:
+        # plans read as bytes have always been allowed a UTF-8 BOM; a space in its place keeps every offset
+        raw = json.loads(" " + text[1:] if text.startswith("\ufeff") else text)
+    except json.JSONDecodeError as error:
+        raise PlanError(f"invalid JSON: {error.msg}", location=_text_position(text, error.pos)) from None
+    except RecursionError:
+        raise _too_deep(text) from None
+    except ValueError:  # int() refuses more digits than sys.get_int_max_str_digits()
+        huge = re.search(rf"\d{{{sys.get_int_max_str_digits() + 1},}}", text)
+        location = _text_position(text, huge.start()) if huge else ""
+        raise PlanError("invalid JSON: number has too many digits", location=location) from None
+    if _nests_too_deeply(text):
+        raise _too_deep(text)
+    if not isinstance(raw, dict):
+        raise PlanError("a plan must be a JSON object")
+    return raw
+
+
+def _check_version(raw: dict[str, Any]) -> None:
+    """A newer format may mean other things by the same fields, so its version is refused before they are read.
+
+    A version that is not an integer at all is left to the model's type error.
+    """
+    version = raw.get("version")
+    if type(version) is int and version not in SUPPORTED_VERSIONS:
+        supported = ", ".join(map(str, SUPPORTED_VERSIONS))
+        raise PlanError(f"unsupported format version {version} (ipuplan reads version {supported})", location="version")
 
 
 def plan_from_json(text: str | bytes, source: str = "<plan>") -> Plan:
     """Parse and validate plan JSON; every problem is a PlanError naming source and location."""
     try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise PlanError(f"invalid JSON: {error.msg}", location=f"line {error.lineno} column {error.colno}", source=source) from None
-    except (UnicodeDecodeError, RecursionError) as error:
-        raise PlanError(f"unreadable JSON: {type(error).__name__}", source=source) from None
-    if not isinstance(raw, dict):
-        raise PlanError("a plan must be a JSON object", source=source)
-    try:
+        raw = _parse(text)
+        _check_version(raw)
         plan = Plan.model_validate(raw)
         _check_references(plan)
     except ValidationError as error:
@@ -223,7 +322,4 @@ def dump_plan(plan: Plan) -> str:
 
 def write_plan(plan: Plan, path: str | Path) -> None:
     """Write atomically: a crash never leaves a half-written plan behind."""
-    path = Path(path)
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(dump_plan(plan), encoding="utf-8")
-    temporary.replace(path)
+    write_atomically(path, dump_plan(plan))

@@ -98,7 +98,10 @@ class Usage:
 
     def excess(self, limits: tuple[Limit, ...]) -> np.ndarray:
         """Per row, bytes over the budgets summed over the limits (0 where everything fits)."""
-        return sum((excess(limit, self.standard, self.interleaved) for limit in limits), np.zeros_like(self.standard))
+        over = np.zeros_like(self.standard)
+        for limit in limits:
+            over += excess(limit, self.standard, self.interleaved)
+        return over
 
     def violation(self, limits: tuple[Limit, ...]) -> int:
         return int(self.excess(limits).sum())
@@ -207,7 +210,8 @@ def unneeded_changes(problem: Problem, choice: tuple[int, ...]) -> list[int]:
         if chosen == original:
             continue
         reverted = tuple(original if k == g else c for k, c in enumerate(choice))
-        if usage_of(problem.rows, reverted).peak <= peak and problem.exchange[g][original] <= problem.exchange[g][chosen]:
+        cheaper = problem.exchange[g][original] <= problem.exchange[g][chosen]
+        if cheaper and usage_of(problem.rows, reverted).peak <= peak:
             found.append(g)
     return found
 

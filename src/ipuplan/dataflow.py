@@ -94,6 +94,31 @@ def body_bindings(plan: Plan) -> dict[int, tuple[int, ...]]:
     return {v.id: tuple(by_group.get(v.group, ())) for v in plan.values if is_body_argument(v)}
 
 
+def in_place_results(plan: Plan, live: Liveness, ambiguities: list[Ambiguity]) -> dict[int, list[int]]:
+    """Step -> never-live values named `operation N result 0`, N = the step's source.
+
+    Several in-place steps of one source cannot be told apart: each becomes an ambiguity.
+    """
+    by_name: dict[str, list[int]] = {}
+    for value in plan.values:
+        if not live.is_live(value.id) and not is_body_argument(value):
+            by_name.setdefault(value.name, []).append(value.id)
+    steps_of_source: dict[int, list[Step]] = {}
+    for step in plan.steps:
+        if step.parsed_operation.is_in_place:
+            steps_of_source.setdefault(step.source, []).append(step)
+    results: dict[int, list[int]] = {}
+    for source, steps in steps_of_source.items():
+        candidates = by_name.get(f"operation {source} result 0", [])
+        if len(steps) > 1 and candidates:
+            for step in steps:
+                message = f"{len(steps)} in-place steps share source {source}"
+                ambiguities.append(Ambiguity(step.index, message, tuple(step.live) + tuple(candidates)))
+            continue
+        results[steps[0].index] = candidates
+    return results
+
+
 class _Inference:
     """Working state of one inference pass; `run` returns the immutable Dataflow."""
 
@@ -103,7 +128,7 @@ class _Inference:
         self.bindings = body_bindings(plan)
         self.ambiguities: list[Ambiguity] = []
         self.written_at: dict[int, int] = {}
-        self.in_place = self._in_place_results()
+        self.in_place = in_place_results(plan, live, self.ambiguities)
         self.sharing_storage: dict[int, list[int]] = {}
         for value in plan.values:
             self.sharing_storage.setdefault(value.root, []).append(value.id)
@@ -116,27 +141,6 @@ class _Inference:
             for v in self.sharing_storage.get(root, ())
             if v != result and self.available(v, step.index)
         ]
-
-    def _in_place_results(self) -> dict[int, list[int]]:
-        """Step -> never-live values named `operation N result 0`, N = the step's source."""
-        by_name: dict[str, list[int]] = {}
-        for value in self.plan.values:
-            if not self.live.is_live(value.id) and not is_body_argument(value):
-                by_name.setdefault(value.name, []).append(value.id)
-        steps_of_source: dict[int, list[Step]] = {}
-        for step in self.plan.steps:
-            if step.parsed_operation.is_in_place:
-                steps_of_source.setdefault(step.source, []).append(step)
-        results: dict[int, list[int]] = {}
-        for source, steps in steps_of_source.items():
-            candidates = by_name.get(f"operation {source} result 0", [])
-            if len(steps) > 1 and candidates:
-                for step in steps:
-                    message = f"{len(steps)} in-place steps share source {source}"
-                    self.ambiguities.append(Ambiguity(step.index, message, tuple(step.live) + tuple(candidates)))
-                continue
-            results[steps[0].index] = candidates
-        return results
 
     def available(self, value_id: int, step: int) -> bool:
         """Readable at `step`: its storage is live and it was written before (or is bound/input)."""
@@ -244,43 +248,47 @@ class _Inference:
         steps = tuple(self.flow(step) for step in self.plan.steps)
         written = {v for flow in steps for v in flow.writes}
         inputs = tuple(v for born in self.live.born_at for v in born if v not in written)
-        writer = {v: flow for flow in steps for v in flow.writes}
-        readers: dict[int, list[StepFlow]] = {}
-        for flow in steps:
-            for v in flow.reads:
-                readers.setdefault(v, []).append(flow)
-        families = tuple(
-            self.family(flow, writer, readers)
-            for flow in steps
-            if self.plan.steps[flow.index].parsed_operation.kind == "Gemm"
-        )
+        families = gemm_families(self.plan, steps, self.ambiguities)
         return Dataflow(steps, inputs, self.bindings, tuple(self.ambiguities), families)
 
-    def family(self, gemm: StepFlow, writer: dict[int, StepFlow], readers: dict[int, list[StepFlow]]) -> GemmFamily:
-        values = self.plan.values
-        operands = list(gemm.reads)
-        if len(operands) != 2 or len(gemm.writes) != 1:
-            message = f"Gemm reads {len(operands)} and writes {len(gemm.writes)}"
-            self.ambiguities.append(Ambiguity(gemm.index, message, tuple(self.plan.steps[gemm.index].live)))
-        left = next((v for v in operands if values[v].parsed_layout.order_kind.startswith("Amp")), None)
-        right = next((v for v in operands if v != left), None)
-        partials = gemm.writes[0] if gemm.writes else None
-        sum_flow = next((f for f in readers.get(partials, ()) if f.index > gemm.index), None)
 
-        def source(value_id: int | None) -> int | None:
-            flow = writer.get(value_id)
-            return flow.reads[0] if flow is not None and len(flow.reads) == 1 else None
+def gemm_families(plan: Plan, steps: tuple[StepFlow, ...], ambiguities: list[Ambiguity]) -> tuple[GemmFamily, ...]:
+    """For every Gemm step: its operands, their sources, its partials and the step that reduces them."""
+    writer = {v: flow for flow in steps for v in flow.writes}
+    readers: dict[int, list[StepFlow]] = {}
+    for flow in steps:
+        for v in flow.reads:
+            readers.setdefault(v, []).append(flow)
+    gemms = (flow for flow in steps if plan.steps[flow.index].parsed_operation.kind == "Gemm")
+    return tuple(_family(plan, flow, writer, readers, ambiguities) for flow in gemms)
 
-        return GemmFamily(
-            gemm_step=gemm.index,
-            left=left,
-            right=right,
-            left_source=source(left),
-            right_source=source(right),
-            partials=partials,
-            sum_step=sum_flow.index if sum_flow else None,
-            sum_result=sum_flow.writes[0] if sum_flow and len(sum_flow.writes) == 1 else None,
-        )
+
+def _family(plan: Plan, gemm: StepFlow, writer: dict[int, StepFlow], readers: dict[int, list[StepFlow]],
+            ambiguities: list[Ambiguity]) -> GemmFamily:
+    values = plan.values
+    operands = list(gemm.reads)
+    if len(operands) != 2 or len(gemm.writes) != 1:
+        message = f"Gemm reads {len(operands)} and writes {len(gemm.writes)}"
+        ambiguities.append(Ambiguity(gemm.index, message, tuple(plan.steps[gemm.index].live)))
+    left = next((v for v in operands if values[v].parsed_layout.order_kind.startswith("Amp")), None)
+    right = next((v for v in operands if v != left), None)
+    partials = gemm.writes[0] if gemm.writes else None
+    sum_flow = next((f for f in readers.get(partials, ()) if f.index > gemm.index), None)
+
+    def source(value_id: int | None) -> int | None:
+        flow = writer.get(value_id)
+        return flow.reads[0] if flow is not None and len(flow.reads) == 1 else None
+
+    return GemmFamily(
+        gemm_step=gemm.index,
+        left=left,
+        right=right,
+        left_source=source(left),
+        right_source=source(right),
+        partials=partials,
+        sum_step=sum_flow.index if sum_flow else None,
+        sum_result=sum_flow.writes[0] if sum_flow and len(sum_flow.writes) == 1 else None,
+    )
 
 
 def _same_elements_and_precision(a: Value, b: Value) -> bool:

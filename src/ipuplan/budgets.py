@@ -28,12 +28,11 @@ class Limit:
     bytes: int
 
     def usage(self, standard: Bytes, interleaved: Bytes) -> Bytes:
-        """The left-hand side; the zero weight is left out so solver expressions stay small."""
-        if not self.interleaved:
-            return standard
-        if not self.standard:
-            return interleaved
-        return standard + interleaved
+        """The left-hand side; zero weights are left out and unit weights not multiplied, so solver
+        expressions stay as small as the rule."""
+        terms = [part if weight == 1 else part * weight
+                 for part, weight in ((standard, self.standard), (interleaved, self.interleaved)) if weight]
+        return sum(terms[1:], terms[0]) if terms else 0 * standard
 
 
 @dataclass(frozen=True)
@@ -75,6 +74,11 @@ class Budgets:
         )
         if min(chosen.budget_bytes, chosen.interleaved_budget_bytes, chosen.support_reserve_bytes) < 0:
             raise BudgetError("budgets must not be negative")
+        if chosen.support_reserve_bytes > chosen.budget_bytes:
+            raise BudgetError(
+                f"support reserve {chosen.support_reserve_bytes:,} exceeds the budget {chosen.budget_bytes:,}: "
+                "no room would be left for any allocation"
+            )
         if chosen.standard_limit < 0:
             raise BudgetError(
                 f"interleaved budget {chosen.interleaved_budget_bytes:,} exceeds the budget {chosen.budget_bytes:,}: "

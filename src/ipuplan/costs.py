@@ -203,7 +203,8 @@ def _undominated(rows: list[StepRow]) -> list[StepRow]:
 
 
 def unneeded_changes(problem: Problem, choice: tuple[int, ...]) -> list[int]:
-    """Changed groups that could go back to their input layout without raising the peak or the exchange."""
+    """Changed groups that could go back to their input layout without raising the peak or the exchange,
+    and still meet the budgets."""
     peak = usage_of(problem.rows, choice).peak
     found = []
     for g, (chosen, original) in enumerate(zip(choice, problem.input_choice)):
@@ -211,19 +212,18 @@ def unneeded_changes(problem: Problem, choice: tuple[int, ...]) -> list[int]:
             continue
         reverted = tuple(original if k == g else c for k, c in enumerate(choice))
         cheaper = problem.exchange[g][original] <= problem.exchange[g][chosen]
-        if cheaper and usage_of(problem.rows, reverted).peak <= peak:
+        usage = usage_of(problem.rows, reverted)
+        if cheaper and usage.peak <= peak and not usage.violation(problem.limits):
             found.append(g)
     return found
 
 
 def absolute_floor(facts: PlanFacts) -> int:
-    """Every live value spread over all tiles with no replication and no padding, plus scratch.
+    """Every live value spread over all tiles with no replication and no padding, scratch left out
+    (a re-split may shrink it).
 
     No layout of any freedom level can go below this.
     """
     plan = facts.plan
     spread = [ceil_div(prod(v.shape) * v.element_size, plan.tile_count) for v in plan.values]
-    return max(
-        (sum(spread[v] for v in step.live) + step.scratch.standard + step.scratch.interleaved for step in plan.steps),
-        default=0,
-    )
+    return max((sum(spread[v] for v in step.live) for step in plan.steps), default=0)

@@ -16,6 +16,8 @@ from ipuplan.solvers.result import Progress, SolveResult, SolverSettings, SolveS
 
 def greedy_choice(problem: Problem) -> tuple[int, ...]:
     choice = list(problem.input_choice)
+    if not problem.rows:
+        return tuple(choice)
     current = usage_of(problem.rows, tuple(choice))
     while True:
         focus = problem.rows[_focus_row(current, problem)]

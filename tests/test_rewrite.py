@@ -1,0 +1,98 @@
+"""Rewrite: applying a choice changes only what it chose, and the contract catches what must not change."""
+
+from __future__ import annotations
+
+import pytest
+from reference import with_step, with_value
+
+from ipuplan import dump_plan
+from ipuplan.candidates import candidate_space
+from ipuplan.check import check
+from ipuplan.estimate import estimate
+from ipuplan.facts import plan_facts
+from ipuplan.layout import format_layout
+from ipuplan.rewrite import apply_choice, contract_violations, rewrite, with_derived_fields
+
+
+@pytest.fixture(scope="module")
+def facts(reference_plan):
+    return plan_facts(reference_plan)
+
+
+@pytest.fixture(scope="module")
+def spaces(facts):
+    return {scope: candidate_space(facts, scope) for scope in ("storage", "kernels")}
+
+
+def inputs(space) -> tuple[int, ...]:
+    return tuple(g.input_index for g in space.free)
+
+
+@pytest.mark.parametrize("scope", ["storage", "kernels"])
+def test_input_choice_changes_nothing(reference_plan, spaces, scope):
+    applied = apply_choice(reference_plan, spaces[scope], inputs(spaces[scope]))
+    assert dump_plan(with_derived_fields(applied)) == dump_plan(reference_plan)
+
+
+def test_another_candidate_changes_exactly_that_groups_layouts(reference_plan, spaces):
+    space = spaces["storage"]
+    g = next(i for i, group in enumerate(space.free) if len(group.members) > 1)
+    group = space.free[g]
+    choice = tuple(1 if i == g else c for i, c in enumerate(inputs(space)))
+    applied = apply_choice(reference_plan, space, choice)
+    changed = {v.id for v, new in zip(reference_plan.values, applied.values) if v.layout != new.layout}
+    assert changed == set(group.members)
+    for position, member in enumerate(group.members):
+        assert applied.values[member].layout == format_layout(group.candidates[1].layouts[position])
+        assert applied.values[member].shape == reference_plan.values[member].shape
+
+
+@pytest.mark.parametrize("scope", ["storage", "kernels"])
+@pytest.mark.parametrize("pick", ["second", "last"])
+def test_rewrite_returns_a_checked_plan_with_its_own_estimate(reference_plan, facts, spaces, scope, pick):
+    space = spaces[scope]
+    choice = tuple(1 if pick == "second" else len(g.candidates) - 1 for g in space.free)
+    rewritten = rewrite(facts, space, choice, facts.budgets)
+    assert check(rewritten.plan) == []
+    assert rewritten.estimate == estimate(rewritten.plan)
+    assert contract_violations(reference_plan, rewritten.plan) == []
+    assert rewritten.plan.values != reference_plan.values
+
+
+def test_unchanged_plan_keeps_the_contract(reference_plan):
+    assert contract_violations(reference_plan, reference_plan) == []
+
+
+def test_contract_catches_a_changed_name(reference_plan):
+    after = with_value(reference_plan, 3, name="renamed")
+    assert contract_violations(reference_plan, after) == ["value 3: name changed"]
+
+
+def test_contract_catches_a_changed_shape_of_a_value_that_is_not_partials(reference_plan):
+    value = reference_plan.values[8]
+    after = with_value(reference_plan, 8, shape=[value.shape[0] * 2, *value.shape[1:]])
+    assert contract_violations(reference_plan, after) == [
+        "value 8: shape changed (only a Gemm's partials may change their pK)"
+    ]
+
+
+def test_contract_lets_gemm_partials_change_only_their_pk(reference_plan, facts):
+    gemm = next(s.index for s in reference_plan.steps if s.parsed_operation.kind == "Gemm")
+    (partials,) = facts.live.born_at[gemm]
+    shape = reference_plan.values[partials].shape  # [pK, ...]
+    assert contract_violations(reference_plan, with_value(reference_plan, partials, shape=[shape[0] + 1, *shape[1:]])) == []
+    widened = with_value(reference_plan, partials, shape=[*shape[:-1], shape[-1] * 2])
+    assert len(contract_violations(reference_plan, widened)) == 1
+
+
+def test_contract_catches_a_changed_live_set(reference_plan):
+    live = reference_plan.steps[5].live
+    after = with_step(reference_plan, 5, live=live[:-1])
+    assert contract_violations(reference_plan, after) == ["step 5: live changed"]
+
+
+def test_contract_catches_a_changed_operation_kind(reference_plan):
+    copy = next(s for s in reference_plan.steps if s.parsed_operation.kind == "Copy")
+    convert = next(s for s in reference_plan.steps if s.parsed_operation.kind == "Convert")
+    after = with_step(reference_plan, copy.index, operation=convert.operation)
+    assert contract_violations(reference_plan, after) == [f"step {copy.index}: operation kind changed"]

@@ -1,0 +1,185 @@
+"""Every solver backend on small hand-made `costs.Problem`s whose answers are worked out by hand."""
+
+from __future__ import annotations
+
+from importlib.util import find_spec
+
+import numpy as np
+import pytest
+
+from ipuplan.budgets import Budgets
+from ipuplan.costs import Problem, StepRow, usage_of
+from ipuplan.solvers import SolverSettings, SolveStatus, explain_infeasible, solve
+
+SETTINGS = SolverSettings(time_limit=5, workers=1, deterministic=True)
+HIGHS = pytest.param("highs", marks=pytest.mark.skipif(find_spec("scipy") is None, reason="HiGHS needs SciPy"))
+EXACT = ["cpsat", HIGHS]
+ALL = ["cpsat", HIGHS, "greedy"]
+
+
+def b(*numbers: int) -> np.ndarray:
+    return np.array(numbers, dtype=np.int64)
+
+
+def problem(rows, counts, *, sizes=None, exchange=None, limits=(), input_choice=None, steps_total=None) -> Problem:
+    return Problem(
+        candidate_counts=counts,
+        input_choice=input_choice or (0,) * len(counts),
+        group_sizes=sizes or (1,) * len(counts),
+        rows=tuple(rows),
+        exchange=exchange or tuple((0,) * n for n in counts),
+        limits=limits,
+        steps_total=steps_total or len(rows),
+    )
+
+
+def consistent(p: Problem, result) -> None:
+    """What every backend promises about a result that has a solution."""
+    assert result.exchange_bytes == p.exchange_of(result.choice)
+    assert result.changed_values == p.changed_of(result.choice)
+    assert usage_of(p.rows, result.choice).peak == result.peak
+
+
+# Group A (3 candidates, standard) and group B (2 candidates, interleaved); A's candidate 2 is
+# small at step 0 but brings 70 bytes of scratch to step 1.
+#   step 0 = 100 + A[60, 40, 20] + B[50, 30]     step 1 = 80 + A[0, 0, 70] + B[50, 30]
+#   (0,0): 210/130  (0,1): 190/110  (1,0): 190/130  (1,1): 170/110  (2,0): 170/200  (2,1): 150/180
+# so the optimum is (1, 1) with peak 170; the per-row floor is max(100+20+30, 80+0+30) = 150.
+KNOWN = problem(
+    [
+        StepRow(0, 100, 0, ((0, b(60, 40, 20), b(0, 0, 0)), (1, b(0, 0), b(50, 30)))),
+        StepRow(1, 80, 0, ((0, b(0, 0, 70), b(0, 0, 0)), (1, b(0, 0), b(50, 30)))),
+    ],
+    (3, 2),
+)
+
+
+@pytest.mark.parametrize("backend", ALL)
+def test_finds_the_known_optimum(backend):
+    result = solve(KNOWN, SETTINGS, backend)
+    assert (result.peak, result.choice) == (170, (1, 1))
+    consistent(KNOWN, result)
+    # greedy cannot prove 170 optimal: it only knows the floor 150
+    assert result.status == (SolveStatus.FEASIBLE if backend == "greedy" else SolveStatus.OPTIMAL)
+
+
+@pytest.mark.parametrize("backend", EXACT)
+def test_equal_peaks_are_broken_by_exchange_bytes_before_changed_values(backend):
+    # peak = 10 + A + B; A's candidates 1 and 2 both give 60, candidate 2 sends less (200 < 500).
+    # B's candidates are the same size, but leaving the input (5 values changed) saves 3 exchange
+    # bytes, and exchange comes before changed values.
+    p = problem(
+        [StepRow(0, 10, 0, ((0, b(100, 60, 60), b(0, 0, 0)), (1, b(0, 0), b(50, 50))))],
+        (3, 2),
+        sizes=(1, 5),
+        exchange=((0, 500, 200), (3, 0)),
+    )
+    result = solve(p, SETTINGS, backend)
+    assert (result.peak, result.choice) == (10 + 60 + 50, (2, 1))
+    assert (result.exchange_bytes, result.changed_values) == (200, 1 + 5)
+    consistent(p, result)
+
+
+@pytest.mark.parametrize("backend", EXACT)
+def test_equal_peaks_and_exchange_are_broken_by_fewest_changed_values(backend):
+    # step 0 = 100 + A[40, 20] + B[40, 20], step 1 = 160: changing A, B or both reaches 160;
+    # changing only B (1 value, not A's 3) is the least change.
+    p = problem(
+        [StepRow(0, 100, 0, ((0, b(40, 20), b(0, 0)), (1, b(40, 20), b(0, 0)))), StepRow(1, 160, 0, ())],
+        (2, 2),
+        sizes=(3, 1),
+    )
+    result = solve(p, SETTINGS, backend)
+    assert (result.peak, result.choice, result.changed_values) == (160, (0, 1), 1)
+    consistent(p, result)
+
+
+@pytest.mark.parametrize("backend", ALL)
+def test_input_choice_other_than_zero_is_kept_and_changes_counted_against_it(backend):
+    # A's three candidates are the same size: only the input (2) changes nothing.
+    # B must leave its input (0) to lower the peak from 10+10+50 = 70 to 40.
+    p = problem(
+        [StepRow(0, 10, 0, ((0, b(10, 10, 10), b(0, 0, 0)), (1, b(50, 20), b(0, 0))))],
+        (3, 2),
+        sizes=(4, 2),
+        input_choice=(2, 0),
+    )
+    result = solve(p, SETTINGS, backend)
+    assert (result.peak, result.choice, result.changed_values) == (40, (2, 1), 2)
+    consistent(p, result)
+
+
+# One group over 20 constant standard bytes: candidate 0 (input) 100 standard, 1: 40 standard,
+# 2: 45 interleaved. Peaks: 120, 60, 65.
+ONE_GROUP = problem([StepRow(7, 20, 0, ((0, b(100, 40, 0), b(0, 0, 45)),))], (3,), steps_total=8)
+
+
+@pytest.mark.parametrize("backend", ALL)
+def test_budgets_exclude_the_unconstrained_optimum(backend):
+    free = solve(ONE_GROUP, SETTINGS, backend)
+    assert (free.peak, free.choice) == (60, (1,))
+    # standard limit 200 - 150 = 50 < 60: only candidate 2 (standard 20, interleaved 45) fits
+    budgeted = Budgets(budget_bytes=200, interleaved_budget_bytes=150, support_reserve_bytes=0)
+    p = problem(ONE_GROUP.rows, (3,), limits=budgeted.limits, steps_total=8)
+    result = solve(p, SETTINGS, backend)
+    assert (result.peak, result.choice) == (65, (2,))
+    assert usage_of(p.rows, result.choice).violation(p.limits) == 0
+    consistent(p, result)
+    if backend != "greedy":
+        assert result.status == SolveStatus.OPTIMAL
+
+
+# Budgets(60, 30, 0): standard <= 30, interleaved <= 30, total <= 60. Every candidate breaks one:
+#   0: standard 120 (90 over), total 120 (60 over)  -> 150
+#   1: standard 60 (30 over), total 60              -> 30
+#   2: interleaved 45 (15 over), total 65 (5 over)  -> 20, the least slack
+INFEASIBLE = problem(ONE_GROUP.rows, (3,), limits=Budgets(60, 30, 0).limits, steps_total=8)
+
+
+@pytest.mark.parametrize("backend", ALL)
+def test_infeasible_budgets_give_no_choice(backend):
+    result = solve(INFEASIBLE, SETTINGS, backend)
+    expected = SolveStatus.NO_SOLUTION if backend == "greedy" else SolveStatus.INFEASIBLE
+    assert (result.status, result.peak, result.choice) == (expected, None, INFEASIBLE.input_choice)
+
+
+def test_explain_infeasible_names_the_budget_the_step_and_the_lowest_peak():
+    text = explain_infeasible(INFEASIBLE, 2)
+    assert "the interleaved budget (30 bytes) cannot be met at step 7: it needs at least 45" in text
+    assert "(and 1 more budget rows)" in text
+    assert text.endswith("the lowest raw peak any layout reaches is 60 bytes")
+
+
+# Step 0 holds only A[100, 60], step 1 only B[100, 60]: at the input both steps are at 100.
+# Switching one group leaves the other step at 100, so no single switch lowers the peak;
+# switching both gives 60.
+STALL = problem(
+    [StepRow(0, 0, 0, ((0, b(100, 60), b(0, 0)),)), StepRow(1, 0, 0, ((1, b(100, 60), b(0, 0)),))],
+    (2, 2),
+)
+
+
+def test_greedy_stalls_where_two_groups_must_change_together():
+    greedy = solve(STALL, SETTINGS, "greedy")
+    assert (greedy.status, greedy.peak, greedy.choice, greedy.bound) == (SolveStatus.FEASIBLE, 100, (0, 0), 60)
+    consistent(STALL, greedy)
+
+
+@pytest.mark.parametrize("backend", EXACT)
+def test_exact_backends_change_both_groups_where_greedy_stalls(backend):
+    result = solve(STALL, SETTINGS, backend)
+    assert (result.status, result.peak, result.choice) == (SolveStatus.OPTIMAL, 60, (1, 1))
+    consistent(STALL, result)
+
+
+# A plan with no steps (and so no free group) gives a problem with no rows: peak 0, nothing to choose.
+EMPTY = problem([], ())
+
+
+@pytest.mark.parametrize(
+    "backend",
+    ["cpsat", HIGHS, "greedy"],
+)
+def test_a_problem_without_rows_is_solved_with_peak_zero(backend):
+    result = solve(EMPTY, SETTINGS, backend)
+    assert (result.status, result.peak, result.choice) == (SolveStatus.OPTIMAL, 0, ())

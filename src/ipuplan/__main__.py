@@ -1,5 +1,7 @@
 """`python -m ipuplan`: the same command as `ipuplan`."""
 
+import sys
+
 from ipuplan.cli import main
 
-main()
+sys.exit(main())

@@ -1,7 +1,8 @@
 """The `ipuplan` command: a thin typer layer over the library.
 
-Exit codes: 0 success, 1 `check` found mismatches, 2 bad input, 3 infeasible budgets,
-4 `explore` finished but some plans failed, 70 internal error (IPUPLAN_DEBUG=1 shows the traceback).
+Exit codes: 0 success, 1 `check` found mismatches, 2 bad input (or a bad output path), 3 the budgets
+cannot be met, 4 `explore` finished but some plans failed, 70 internal error (IPUPLAN_DEBUG=1 shows
+the traceback), 130 interrupted (Ctrl-C; nothing half-written is left).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import os
 import sys
 import time
+from importlib import metadata
 from pathlib import Path
 from typing import Annotated
 
@@ -25,8 +27,8 @@ from ipuplan.errors import IpuplanError, PlanError
 from ipuplan.estimate import estimate
 from ipuplan.format import load_plan, write_plan
 from ipuplan.options import OptimizeOptions
-from ipuplan.outputs import write_atomically
-from ipuplan.page import render_html, render_png
+from ipuplan.outputs import require_writable, write_atomically
+from ipuplan.page import render_html, render_png, require_matplotlib
 from ipuplan.report import (
     contributors_table,
     explore_table,
@@ -38,16 +40,49 @@ from ipuplan.report import (
 )
 from ipuplan.synth import repeat_layers, unroll, with_budget_factor, with_scope
 
+try:  # newer typer carries its own copy of click, whose errors are the ones raised
+    from typer._click import exceptions as click_errors
+except ImportError:
+    from click import exceptions as click_errors
+
+EXIT_CODES = frozenset({0, 1, 2, 3, 4, 70, 130})
+"""Every exit code the command documents (the fuzz tests hold it to these)."""
+
 app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: whole option names at any width, and [extras] hints kept
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     help="Re-plan the tensor layouts of an IPU memory plan with CP-SAT.",
 )
 stdout = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 
+
+def _output_path(text: str) -> Path:
+    if not text.strip():
+        raise typer.BadParameter("the output path is empty")
+    return Path(text)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"ipuplan {metadata.version('ipuplan')}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Re-plan the tensor layouts of an IPU memory plan with CP-SAT."""
+
+
 PlanPath = Annotated[Path, typer.Argument(metavar="PLAN", help="Plan JSON file written by the compiler.", show_default=False)]
 Force = Annotated[bool, typer.Option(help="Overwrite outputs that exist.")]
+OutputFile = Annotated[Path, typer.Option("--output", "-o", parser=_output_path, help="Where to write the result.")]
 
 
 def _bound(field, name: str):
@@ -78,10 +113,7 @@ def takes_optimize_options(command):
     return wrapper
 
 
-def refuse_overwrite(path: Path | None, force: bool) -> None:
-    """Nothing is overwritten unless asked."""
-    if path is not None and path.exists() and not force:
-        raise PlanError("already exists; pass --force to overwrite it", source=str(path))
+INTERRUPTED = {"explore_command": "plans finished before are written, nothing half-written is left"}
 
 
 def one_line_errors(command):
@@ -94,7 +126,10 @@ def one_line_errors(command):
         except IpuplanError as error:
             typer.echo(f"error: {error}", err=True)
             raise typer.Exit(error.exit_code) from None
-        except (typer.Exit, typer.Abort, KeyboardInterrupt):
+        except KeyboardInterrupt:
+            typer.echo(f"interrupted: {INTERRUPTED.get(command.__name__, 'nothing written')}", err=True)
+            raise typer.Exit(130) from None
+        except (typer.Exit, typer.Abort):
             raise
         except Exception as error:
             if os.environ.get("IPUPLAN_DEBUG"):
@@ -149,29 +184,24 @@ def graph_command(plan_path: PlanPath) -> None:
 @takes_optimize_options
 def optimize_command(
     plan_path: PlanPath,
-    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the rewritten plan.")],
     options: OptimizeOptions,
-    as_json: Annotated[bool, typer.Option("--json", help="Print a machine-readable summary instead of tables.")] = False,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", parser=_output_path, help="Where to write the rewritten plan.")
+    ] = None,
+    in_place: Annotated[bool, typer.Option(help="Overwrite the input plan with the result (instead of -o).")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object (the result, or the error).")] = False,
     force: Force = False,
     dump_model: Annotated[Path | None, typer.Option(help="Write the CP-SAT model (text proto) here, for debugging.")] = None,
 ) -> None:
     """Minimise the peak per-tile usage and write the rewritten plan (exit 3 if the budgets cannot be met)."""
-    refuse_overwrite(output, force)
-    plan = load_plan(plan_path)
-    from ipuplan import optimizer  # the solver's import is paid only by the commands that solve
-
     try:
-        result = optimizer.optimize(
-            plan,
-            options,
-            progress=None if as_json else _print_progress,
-            dump_model=None if dump_model is None else str(dump_model),
-        )
-    except PlanError as error:
-        raise error.at(source=str(plan_path)) from None
-    write_plan(result.plan, output)
+        result, target = _optimize(plan_path, options, output, in_place, force, dump_model, quiet=as_json)
+    except IpuplanError as error:
+        if as_json:
+            typer.echo(json.dumps({"input": str(plan_path), "status": _failure(error), "error": str(error)}, indent=2))
+        raise
     if as_json:
-        typer.echo(json.dumps(optimize_summary(result, str(plan_path), str(output)), indent=2))
+        typer.echo(json.dumps(optimize_summary(result, str(plan_path), str(target)), indent=2))
         return
     stdout.print(optimize_table(result))
     typer.echo(f"left alone ({sum(len(g.members) for g in result.frozen)} values; --json lists each with its reason):")
@@ -179,14 +209,56 @@ def optimize_command(
         typer.echo(line)
     if result.note:
         typer.echo(f"note: {result.note}")
-    typer.echo(f"wrote {output}")
+    typer.echo(f"wrote {target}")
+
+
+def _failure(error: IpuplanError) -> str:
+    return "infeasible" if error.exit_code == 3 else "error"
+
+
+def _optimize(plan_path: Path, options: OptimizeOptions, output: Path | None, in_place: bool, force: bool,
+              dump_model: Path | None, quiet: bool):
+    """Check the output path, load, optimise, write: the result and where it went."""
+    started = time.perf_counter()
+    if (output is None) == (not in_place):
+        raise PlanError("give -o OUTPUT, or --in-place to overwrite the input" if output is None
+                        else "give either -o OUTPUT or --in-place, not both", source="optimize")
+    target = plan_path if in_place else output
+    require_writable(target, inputs=(plan_path,), force=force, in_place=in_place)
+    phase = None if quiet else _phase_printer(started)
+    if phase is not None:
+        phase("load", f"{plan_path} ({_size(plan_path)})")
+    plan = load_plan(plan_path)
+    from ipuplan import optimizer  # the solver's import is paid only by the commands that solve
+
+    try:
+        result = optimizer.optimize(plan, options, progress=None if quiet else _print_progress, on_phase=phase,
+                                    dump_model=None if dump_model is None else str(dump_model))
+    except PlanError as error:
+        raise error.at(source=str(plan_path)) from None
+    write_plan(result.plan, target)
+    return result, target
+
+
+def _size(path: Path) -> str:
+    try:
+        return f"{path.stat().st_size / 1e6:,.1f} MB"
+    except OSError:
+        return "unreadable"
+
+
+def _phase_printer(started: float):
+    def phase(name: str, detail: str) -> None:
+        typer.echo(f"  {name:<10} {detail}  ({time.perf_counter() - started:.2f} s)", err=True)
+
+    return phase
 
 
 @app.command("synth")
 @one_line_errors
 def synth_command(
     plan_path: PlanPath,
-    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the synthesised plan.")],
+    output: OutputFile,
     layers: Annotated[int | None, typer.Option(min=1, max=1000, help="Run the repeated block N times.")] = None,
     unroll_copies: Annotated[int | None, typer.Option("--unroll", min=1, max=1000, help="The program K times in a row.")] = None,
     budget_factor: Annotated[float | None, typer.Option(min=0.01, max=100.0, help="Scale the budgets.")] = None,
@@ -194,7 +266,7 @@ def synth_command(
     force: Force = False,
 ) -> None:
     """Derive a consistent plan from a real one: more layers, unrolled copies, other budgets."""
-    refuse_overwrite(output, force)
+    require_writable(output, inputs=(plan_path,), force=force)
     plan = load_plan(plan_path)
     if layers is not None:
         plan = repeat_layers(plan, layers)
@@ -248,14 +320,17 @@ def explore_command(
 @one_line_errors
 def report_command(
     plan_path: PlanPath,
-    output: Annotated[Path, typer.Option("--output", "-o", help="The HTML page to write (self-contained).")],
+    output: OutputFile,
     against: Annotated[Path | None, typer.Option(help="A second plan whose timeline is overlaid.")] = None,
     png: Annotated[Path | None, typer.Option(help="Also write the timeline as a PNG (needs ipuplan[plot]).")] = None,
     force: Force = False,
 ) -> None:
     """An HTML page: usage timeline with budgets and the peak, and the anatomy of the peak step."""
     for target in (output, png):
-        refuse_overwrite(target, force)
+        if target is not None:
+            require_writable(target, inputs=(plan_path, *([against] if against else [])), force=force)
+    if png is not None:
+        require_matplotlib()
     plan = load_plan(plan_path)
     other = load_plan(against) if against is not None else None
     label = str(against) if against is not None else ""
@@ -287,8 +362,29 @@ def _print_progress(phase: str, objective: int, bound: int, elapsed: float) -> N
     typer.echo(f"  {phase:<8} objective {objective:>14,}  bound {bound:>14,}  gap {gap:6.2%}  {elapsed:7.2f} s", err=True)
 
 
-def main() -> None:
-    app(prog_name="ipuplan")
+def main(args: list[str] | None = None) -> int:
+    """The `ipuplan` entry point: a usage error is one line on stderr too (exit 2), not a help box."""
+    try:
+        code = app(args=args, prog_name="ipuplan", standalone_mode=False)
+    except click_errors.UsageError as error:
+        if getattr(click_errors, "NoArgsIsHelpError", ()) and isinstance(error, click_errors.NoArgsIsHelpError):
+            typer.echo(error.ctx.get_help(), err=True)
+        else:
+            typer.echo(f"error: {error.format_message()} (see: ipuplan {_command_of(error)}-h)", err=True)
+        code = 2
+    except (click_errors.Abort, KeyboardInterrupt):
+        typer.echo("interrupted: nothing written", err=True)
+        code = 130
+    return code if isinstance(code, int) else 0
+
+
+def entry_point() -> None:
+    sys.exit(main())
+
+
+def _command_of(error) -> str:
+    name = error.ctx.info_name if error.ctx is not None and error.ctx.parent is not None else ""
+    return f"{name} " if name else ""
 
 
 if __name__ == "__main__":

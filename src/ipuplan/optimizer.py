@@ -6,6 +6,7 @@ candidate space -> problem (indices and integers) -> solver backend -> rewrite (
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ipuplan.budgets import Budgets
@@ -95,12 +96,14 @@ def optimize(
     options: OptimizeOptions | None = None,
     *,
     progress: Progress | None = None,
+    on_phase: Callable[[str, str], None] | None = None,
     dump_model: str | None = None,
     **option_values,
 ) -> OptimizeResult:
     """Re-plan the free layouts of `plan` to minimise its peak per-tile usage.
 
-    `options` (or keyword values of its fields) choose scope, solver, limits and budgets.
+    `options` (or keyword values of its fields) choose scope, solver, limits and budgets;
+    `progress` hears every improving solution, `on_phase` each stage as it starts (name, detail).
     Budgets default to the plan's own; overridden budgets are written into the result.
     The result is never worse than the input: when the solver finds nothing better, the
     input comes back unchanged (its derived fields recomputed) and `note` says so.
@@ -112,10 +115,15 @@ def optimize(
     (367216, 194928, 'optimal')
     """
     options = (options or OptimizeOptions()).with_values(**option_values)
+    phase = on_phase or (lambda name, detail: None)
+    phase("analyse", f"{len(plan.values):,} values, {len(plan.steps):,} steps")
     facts = plan_facts(plan, options.budgets_for(plan))
     require_structurally_consistent(facts)
+    phase("candidates", f"scope {options.scope.value}")
     space = candidate_space(facts, options.scope)
     problem = problem_of(facts, space)
+    phase("solve", f"{options.solver.value}: {problem.groups:,} free groups, {sum(problem.candidate_counts):,} "
+                   f"candidates, {len(problem.rows):,} of {problem.steps_total:,} steps, {options.time_limit:g} s limit")
     solved = solve(problem, options.solver_settings(dump_model), options.solver, progress)
     if solved.status == SolveStatus.INFEASIBLE:
         raise InfeasibleBudget(explain_infeasible(problem, options.time_limit))

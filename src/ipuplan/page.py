@@ -8,14 +8,17 @@ the peak step, with bytes and whether the optimiser may move it (and why not).
 from __future__ import annotations
 
 import html
+import io
 from dataclasses import dataclass
 
 from ipuplan.budgets import Budgets
 from ipuplan.candidates import CandidateSpace, FreezeReason, candidate_space
+from ipuplan.errors import IpuplanError
 from ipuplan.estimate import Estimate, estimate
 from ipuplan.facts import PlanFacts, plan_facts
 from ipuplan.format import Plan
 from ipuplan.layout import STANDARD
+from ipuplan.outputs import write_atomically
 
 WIDTH, HEIGHT, MARGIN = 960, 360, 60
 COLOURS = {"standard": "#1f77b4", "interleaved": "#ff7f0e", "total": "#2ca02c", "scratch": "#9467bd",
@@ -175,14 +178,19 @@ fits budget: <b>{'yes' if result.fits_budget else 'no'}</b>.</p>
 """
 
 
-def render_png(plan: Plan, path: str, against: Plan | None = None, against_label: str = "") -> None:
-    """The timeline as a static image (needs matplotlib: pip install 'ipuplan[plot]')."""
+def require_matplotlib() -> None:
+    """Raise before any work when the PNG cannot be drawn."""
     try:
-        import matplotlib
+        import matplotlib  # noqa: F401
     except ImportError:
-        from ipuplan.errors import IpuplanError
-
         raise IpuplanError("--png needs matplotlib: pip install 'ipuplan[plot]'") from None
+
+
+def render_png(plan: Plan, path: str, against: Plan | None = None, against_label: str = "") -> None:
+    """The timeline as a static image (needs matplotlib: pip install 'ipuplan[plot]'), written atomically."""
+    require_matplotlib()
+    import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -204,5 +212,7 @@ def render_png(plan: Plan, path: str, against: Plan | None = None, against_label
     axis.set_title(f"{plan.scope}: usage per step")
     axis.legend(fontsize=7, loc="upper left")
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    image = io.BytesIO()
+    figure.savefig(image, format="png", dpi=110)
     plt.close(figure)
+    write_atomically(path, image.getvalue())

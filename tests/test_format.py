@@ -142,9 +142,9 @@ def test_bad_input_names_file_and_location(reference_raw, mutate, location, word
     [
         "Layout { order: RowMajor }",
         "Layout { order: RowMajor, tiling: TensorTiling { tile_count: 1, replicas: 1, axes: [] }, memory_class: Ipu21Fast }",
-        "Layout { order: RowMajor, tiling: TensorTiling { tile_count: 2, replicas: 1, axes: [AxisTiling { axis: FromEnd(1), "
+        ("Layout { order: RowMajor, tiling: TensorTiling { tile_count: 2, replicas: 1, axes: [AxisTiling { axis: FromEnd(1), "
         "partitions: 0, padding_groups: 1, block_size: 4, padding_multiple: 4, shard_padding_multiple: 1, padding: Zero, "
-        "tile_stride: None }] }, memory_class: Ipu21Standard }",
+        "tile_stride: None }] }, memory_class: Ipu21Standard }"),
         "Layout {  order: RowMajor }",
     ],
 )

@@ -53,7 +53,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain help: whole option names at any width, and [extras] hints kept
-    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 80},
     help="Re-plan the tensor layouts of an IPU memory plan with CP-SAT.",
 )
 stdout = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
@@ -371,6 +371,8 @@ def main(args: list[str] | None = None) -> int:
             typer.echo(error.ctx.get_help(), err=True)
         else:
             typer.echo(f"error: {error.format_message()} (see: ipuplan {_command_of(error)}-h)", err=True)
+            if "--json" in (args if args is not None else sys.argv[1:]):  # the promise: one object, always
+                typer.echo(json.dumps({"status": "error", "error": error.format_message()}, indent=2))
         code = 2
     except (click_errors.Abort, KeyboardInterrupt):
         typer.echo("interrupted: nothing written", err=True)

@@ -48,6 +48,8 @@ class ExploreRow:
     seconds: float = 0.0
     error: str = ""
     input_sha256: str = ""
+    output_sha256: str = ""
+    """Of the written output: a stored result is reused only while the file still has these bytes."""
     settings: dict = field(default_factory=dict)
     skipped: bool = False
 
@@ -98,6 +100,7 @@ def explore_one(path: str, out_dir: str, options: OptimizeOptions) -> ExploreRow
         row = replace(row, scope=plan.scope, input_peak=before.raw_peak, fits_before=before.fits_budget)
         result = optimize(plan, options)
         write_plan(result.plan, output)
+        row = replace(row, output_sha256=_sha256(output))
     except IpuplanError as error:
         status = "infeasible" if isinstance(error, InfeasibleBudget) else "error"
         located = error.at(source=str(source)) if isinstance(error, PlanError) else error
@@ -127,14 +130,22 @@ def _previous_rows(out_dir: Path) -> dict[str, ExploreRow]:
 
 
 def _up_to_date(previous: ExploreRow | None, path: Path, options: OptimizeOptions) -> bool:
+    """The stored row is for these input bytes and options, and its output still has the bytes it wrote."""
     return (
         previous is not None
         and previous.succeeded
         and previous.output is not None
-        and Path(previous.output).exists()
         and previous.settings == options.fingerprint()
         and previous.input_sha256 == _sha256(path)
+        and previous.output_sha256 == _file_sha256(Path(previous.output))
     )
+
+
+def _file_sha256(path: Path) -> str | None:
+    try:
+        return _sha256(path)
+    except OSError:
+        return None
 
 
 def ranked(rows: Iterable[ExploreRow]) -> list[ExploreRow]:
@@ -151,7 +162,7 @@ def write_summaries(rows: list[ExploreRow], out_dir: Path) -> None:
     """summary.json and summary.csv, each written atomically."""
     records = summary_rows(rows)
     write_atomically(out_dir / SUMMARY_JSON, json.dumps({"rows": records}, indent=2) + "\n")
-    columns = ["rank", "scope", "input", "output", "status", "input_peak", "optimized_peak", "reduction",
+    columns = ["rank", "scope", "input", "output", "output_sha256", "status", "input_peak", "optimized_peak", "reduction",
                "fits_before", "fits_after", "gap", "seconds", "skipped", "error"]
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore", lineterminator="\n")

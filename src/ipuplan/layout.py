@@ -28,6 +28,11 @@ STANDARD = "Ipu21Standard"
 INTERLEAVED = "Ipu21Interleaved"
 MEMORY_CLASSES = (STANDARD, INTERLEAVED)
 PADDINGS = ("Zero", "Reject")
+KNOWN_ORDERS = frozenset(
+    {"RowMajor", "Amp(Left)", "Amp(TransposedLeft)", "Amp(TransposedRight)", "BlockMajor(Matrix)",
+     "BlockMajor(TransposedMatrix)"}
+)
+"""Orders whose meaning ipuplan knows; a layout with another order (or padding) is kept verbatim and frozen."""
 AXIS_FIELDS = (
     "axis",
     "partitions",
@@ -108,6 +113,12 @@ class Layout:
         return format_term(self.order)
 
     @property
+    def unknown_parts(self) -> tuple[str, ...]:
+        """What of this layout ipuplan does not know (an order, a padding), so must not change."""
+        found = () if self.order_kind in KNOWN_ORDERS else (f"order {self.order_kind}",)
+        return found + tuple(f"padding {a.padding}" for a in self.axes if a.padding not in PADDINGS)
+
+    @property
     def partition_product(self) -> int:
         return prod(axis.partitions for axis in self.axes)
 
@@ -153,8 +164,6 @@ def _axis_tiling_from_term(term: Term) -> AxisTiling:
         if numbers[key] < 1:
             raise SyntaxProblem(f"{key} must be at least 1, found {numbers[key]}")
     padding = as_name(struct.get("padding"), "padding")
-    if padding not in PADDINGS:
-        raise SyntaxProblem(f"padding must be Zero or Reject, found {padding!r}")
     stride = _stride_from_term(struct.get("tile_stride"))
     if stride is not None and stride < 0:
         raise SyntaxProblem(f"tile_stride must not be negative, found {stride}")

@@ -58,8 +58,8 @@ def _svg(series: list[Series], budgets: list[tuple[str, int]], peak_step: int, p
     def y(value: float) -> float:
         return HEIGHT - MARGIN + -(HEIGHT - 2 * MARGIN) * value / top
 
-    parts = [f'<svg id="timeline" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
-             f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="per-step usage timeline">',
+    parts = [(f'<svg id="timeline" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
+             f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="per-step usage timeline">'),
              f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>']
     for fraction in (0, 0.25, 0.5, 0.75, 1.0):
         value = top * fraction

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
 from rich.table import Table
 
@@ -104,8 +105,8 @@ def optimize_table(result) -> Table:
         ("free groups / candidates", "", f"{result.free_groups} / {result.candidates}"),
         ("steps in model / total", "", f"{solved.steps_kept} / {solved.steps_total}"),
         ("model variables / constraints", "", f"{solved.variables:,} / {solved.constraints:,}"),
-        ("build / solve / first solution", "", f"{solved.build_seconds:.2f} s / {solved.solve_seconds:.2f} s / "
-         f"{_seconds(solved.first_solution_seconds)}"),
+        ("build / solve / first solution", "", (f"{solved.build_seconds:.2f} s / {solved.solve_seconds:.2f} s / "
+         f"{_seconds(solved.first_solution_seconds)}")),
     ]
     for row in rows:
         table.add_row(*row)
@@ -179,13 +180,15 @@ def optimize_summary(result, source: str, output: str | None) -> dict:
 def explore_table(rows) -> Table:
     """The ranked exploration: best optimised peak first, failures last with their reason."""
     table = Table(title="ipuplan explore: ranked by optimised raw peak")
-    headers = ("#", "scope", "input peak", "optimised", "reduction", "fits before", "fits after", "status", "gap", "time")
+    headers = ("#", "file", "scope", "input peak", "optimised", "reduction", "fits before", "fits after", "status", "gap",
+               "time")
     for name in headers:
-        table.add_column(name, justify="left" if name in ("scope", "status") else "right")
+        table.add_column(name, justify="left" if name in ("file", "scope", "status") else "right")
     for rank, row in enumerate(rows, 1):
         status = row.status + (" (up to date)" if row.skipped else "")
         table.add_row(
             str(rank),
+            Path(row.input).name,
             row.scope,
             "-" if row.input_peak is None else f"{row.input_peak:,}",
             "-" if row.optimized_peak is None else f"{row.optimized_peak:,}",

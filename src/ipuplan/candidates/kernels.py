@@ -241,8 +241,9 @@ def family_group(context: Context, family: KernelFamily, group_of: dict[int, Lay
         reason = freeze_reason(context, group_of[role], own_steps)
         if reason is not None:
             return FrozenGroup(members, reason.in_family(family.gemm_step, role))
-    fixed = [role for role in (family.left_source, family.sum_result)
-             if role is not None and freeze_reason(context, group_of[role], own_steps) is not None]
+    held = {role: freeze_reason(context, group_of[role], own_steps)
+            for role in (family.left_source, family.sum_result) if role is not None}
+    fixed = [role for role, reason in held.items() if reason is not None]
     moved = moved_tensors(facts, members)
     try:
         ratios = tuple(r for r in scratch_ratios(facts, members) if r[0] != family.sum_step)
@@ -263,6 +264,8 @@ def family_group(context: Context, family: KernelFamily, group_of: dict[int, Lay
         for c in cache[signature]
     ]
     if len(candidates) <= 1:
+        if fixed:  # the only split left is the input's because a member that must keep its layout says so
+            return FrozenGroup(members, held[fixed[0]].in_family(family.gemm_step, fixed[0]))
         return FrozenGroup(members, FreezeReason(Freeze.NO_OTHER_SPLIT, family_step=family.gemm_step))
     return FreeGroup(members, tuple(candidates), input_index=0, kind="kernel")
 

@@ -77,6 +77,9 @@ def freeze_reason(context: Context, members: LayoutGroup, kernel_steps: frozense
     """
     facts = context.facts
     plan, flow = facts.plan, facts.flow
+    unknown_parts = sorted({part for m in members for part in plan.values[m].parsed_layout.unknown_parts})
+    if unknown_parts:
+        return FreezeReason(Freeze.UNKNOWN_LAYOUT, detail=", ".join(unknown_parts))
     if len({plan.values[m].layout for m in members}) > 1:
         return FreezeReason(Freeze.MEMBERS_DIFFER)
     ambiguities = [context.first_ambiguity[m] for m in members if m in context.first_ambiguity]

@@ -46,6 +46,7 @@ class Freeze(str, Enum):
     MEMBERS_DIFFER = "members (aliases or bound layers) have different layouts"
     AMBIGUITY = "involved in an ambiguity (see ipuplan graph)"
     UNKNOWN_OPERATION = "live at an operation ipuplan does not know"
+    UNKNOWN_LAYOUT = "a layout ipuplan does not know (kept verbatim)"
     NO_READER = "no reader identified (a kernel may read it without it dying there)"
     READ_BY_KERNEL = "read by"
     WRITTEN_BY_KERNEL = "written by"
@@ -90,6 +91,8 @@ class FreezeReason:
             return f"{self.kind.value} {self.operation} at step {self.step}"
         if self.kind is Freeze.UNKNOWN_OPERATION:
             return f"live at step {self.step}, an operation ipuplan does not know ({self.operation})"
+        if self.kind is Freeze.UNKNOWN_LAYOUT:
+            return f"a layout ipuplan does not know ({self.detail}), kept verbatim"
         if self.kind is Freeze.AMBIGUITY:
             return f"involved in an ambiguity: {self.detail}"
         if self.kind is Freeze.SCRATCH:

@@ -199,7 +199,8 @@ def explain_infeasible(problem: Problem, seconds: float) -> str:
     if not violated:
         return f"the budgets cannot be met together; {lowest}"
     excess, label, limit, step = violated[0]
-    more = f" (and {len(violated) - 1} more budget rows)" if len(violated) > 1 else ""
+    others = len(violated) - 1
+    more = f" ({others} other budget-at-a-step limit{'s are' if others > 1 else ' is'} exceeded too)" if others else ""
     return f"the {label} ({limit:,} bytes) cannot be met at step {step}: it needs at least {limit + excess:,}{more}; {lowest}"
 
 

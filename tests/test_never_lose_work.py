@@ -1,0 +1,242 @@
+"""Never lose work, never mislead: output paths, unknown inputs, interrupts, explore integrity, help."""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from contextlib import redirect_stderr, redirect_stdout
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from reference import REFERENCE, with_value
+
+from ipuplan import load_plan, write_plan
+from ipuplan.candidates import Freeze
+from ipuplan.check import check
+from ipuplan.cli import main
+from ipuplan.optimizer import optimize
+from ipuplan.outputs import write_atomically
+
+PYTHON = [sys.executable, "-m", "ipuplan"]
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    """The real entry point in this process: exit code, stdout, stderr."""
+    out, err = StringIO(), StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(list(args))
+    return code, out.getvalue(), err.getvalue()
+
+
+def one_line_error(stderr: str, *words: str) -> None:
+    """One error line, last; anything before it is an indented progress line."""
+    lines = [line for line in stderr.splitlines() if not line.startswith("  ")]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and stderr.splitlines()[-1] == lines[0], stderr
+    assert all(word in lines[0] for word in words), lines[0]
+    assert "Traceback" not in stderr
+
+
+def entries(folder: Path) -> set[str]:
+    return {p.name for p in folder.iterdir()}
+
+
+@pytest.mark.parametrize(
+    ("output", "words"),
+    [
+        ("missing/out.json", ("missing", "does not exist")),
+        ("/proc/x.json", ("/proc", "cannot write")),
+        ("", ("output path is empty",)),
+    ],
+)
+def test_bad_output_path_is_refused_before_any_work(tmp_path, output, words):
+    target = output if output.startswith("/") or not output else str(tmp_path / output)
+    code, stdout, stderr = run("optimize", str(REFERENCE), "-o", target)
+    assert code == 2 and stdout == ""
+    one_line_error(stderr, *words)
+    assert entries(tmp_path) == set()
+
+
+def test_a_directory_is_no_output_even_with_force(tmp_path):
+    code, _, stderr = run("optimize", str(REFERENCE), "-o", str(tmp_path), "--force")
+    assert code == 2
+    one_line_error(stderr, str(tmp_path), "is a directory")
+    assert entries(tmp_path) == set()
+
+
+def test_the_input_is_overwritten_only_with_in_place(tmp_path):
+    plan = tmp_path / "plan.json"
+    plan.write_bytes(REFERENCE.read_bytes())
+    for extra in ([], ["--force"]):
+        code, _, stderr = run("optimize", str(plan), "-o", str(plan), *extra)
+        assert code == 2
+        one_line_error(stderr, "is the input plan", "--in-place")
+        assert plan.read_bytes() == REFERENCE.read_bytes()
+    code, _, _ = run("optimize", str(plan), "--in-place", "--workers", "1", "--json")
+    assert code == 0 and plan.read_bytes() != REFERENCE.read_bytes()
+    assert check(load_plan(plan)) == [] and entries(tmp_path) == {"plan.json"}
+
+
+def test_optimize_needs_an_output_or_in_place():
+    code, _, stderr = run("optimize", str(REFERENCE))
+    assert code == 2
+    one_line_error(stderr, "-o OUTPUT", "--in-place")
+
+
+def test_an_unknown_layout_order_is_kept_verbatim_and_frozen(reference_plan):
+    layout = reference_plan.values[84].layout.replace("order: RowMajor", "order: SpiralMajor")
+    plan = with_value(reference_plan, 84, layout=layout)
+    result = optimize(plan, workers=1, time_limit=5)
+    assert result.plan.values[84].layout == layout
+    reason = next(g.reason for g in result.frozen if 84 in g.members)
+    assert reason.kind is Freeze.UNKNOWN_LAYOUT and "SpiralMajor" in str(reason)
+    assert check(result.plan) == []
+
+
+def test_an_unknown_padding_is_kept_verbatim_and_frozen(reference_plan):
+    layout = reference_plan.values[8].layout.replace("padding: Zero", "padding: Mirror", 1)
+    result = optimize(with_value(reference_plan, 8, layout=layout), workers=1, time_limit=5, scope="storage")
+    assert result.plan.values[8].layout == layout
+    assert next(g.reason for g in result.frozen if 8 in g.members).kind is Freeze.UNKNOWN_LAYOUT
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (lambda raw: raw["timeline"]["steps"][3]["live"].append(raw["timeline"]["steps"][3]["live"][0]),
+         ("timeline.steps[3].live", "listed twice")),
+        (lambda raw: raw.update(version=2), ("version", "unsupported format version 2")),
+    ],
+)
+def test_duplicate_live_ids_and_unknown_versions_are_refused(tmp_path, change, words):
+    raw = json.loads(REFERENCE.read_text())
+    change(raw)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(raw))
+    for command in (["check", str(bad)], ["optimize", str(bad), "-o", str(tmp_path / "o.json")]):
+        code, _, stderr = run(*command)
+        assert code == 2
+        one_line_error(stderr, str(bad), *words)
+    assert entries(tmp_path) == {"bad.json"}
+
+
+def test_json_failures_print_one_object(tmp_path):
+    code, stdout, _ = run("optimize", str(REFERENCE), "-o", str(tmp_path / "o.json"), "--json",
+                          "--budget", "200000", "--interleaved-budget", "100000")
+    summary = json.loads(stdout)
+    assert code == 3 and summary["status"] == "infeasible" and "cannot be met" in summary["error"]
+    code, stdout, _ = run("optimize", str(tmp_path / "missing.json"), "-o", str(tmp_path / "o.json"), "--json")
+    assert code == 2 and json.loads(stdout)["status"] == "error"
+    assert entries(tmp_path) == set()
+
+
+def test_phases_are_reported_in_order_before_the_work():
+    process = subprocess.run([*PYTHON, "optimize", str(REFERENCE), "-o", "/dev/null", "--force", "--workers", "1"],
+                             capture_output=True, text=True, check=False)
+    phases = [line.split()[0] for line in process.stderr.splitlines() if line.startswith("  ")]
+    assert phases[:4] == ["load", "analyse", "candidates", "solve"]
+
+
+def test_ctrl_c_prints_one_line_exits_130_and_writes_nothing(tmp_path):
+    plan = tmp_path / "big.json"
+    assert run("synth", str(REFERENCE), "-o", str(plan), "--unroll", "12")[0] == 0
+    out = tmp_path / "out.json"
+    process = subprocess.Popen([*PYTHON, "optimize", str(plan), "-o", str(out), "--time-limit", "60"],
+                               stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    first = process.stderr.readline()  # the first phase line: the command is under way
+    process.send_signal(signal.SIGINT)
+    rest = process.stderr.read()
+    assert process.wait(timeout=60) == 130
+    assert first.split()[0] == "load"
+    assert rest.splitlines()[-1] == "interrupted: nothing written" and "Traceback" not in rest
+    assert entries(tmp_path) == {"big.json"}
+
+
+def test_a_kill_in_the_middle_of_a_write_leaves_no_file(tmp_path):
+    target = tmp_path / "plan.json"
+    writer = ("from ipuplan.outputs import write_atomically; data = b'x' * 400_000_000; print('go', flush=True); "
+              f"write_atomically({str(target)!r}, data)")
+    process = subprocess.Popen([sys.executable, "-c", writer], stdout=subprocess.PIPE, text=True)
+    assert process.stdout.readline() == "go\n"
+    time.sleep(0.05)
+    process.kill()
+    process.wait()
+    assert entries(tmp_path) in (set(), {"plan.json"})  # nothing, or the whole file: never a part, never a temp
+    if target.exists():
+        assert target.stat().st_size == 400_000_000
+
+
+def test_a_failed_write_keeps_the_old_file(tmp_path, monkeypatch):
+    target = tmp_path / "plan.json"
+    target.write_text("old")
+
+    def broken(descriptor, data):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", broken)
+    with pytest.raises(OSError):
+        write_atomically(target, "new")
+    assert target.read_text() == "old" and entries(tmp_path) == {"plan.json"}
+
+
+def test_written_files_get_the_usual_permissions(tmp_path):
+    write_atomically(tmp_path / "a.json", "{}")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (tmp_path / "a.json").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_explore_checks_each_output_before_skipping_it(tmp_path):
+    folder = tmp_path / "plans"
+    folder.mkdir()
+    write_plan(load_plan(REFERENCE), folder / "a.json")
+    out = tmp_path / "out"
+    assert run("explore", str(folder), "-o", str(out), "--workers", "1")[0] == 0
+    (out / "a.json").write_text("junk")
+    code, stdout, _ = run("explore", str(folder), "-o", str(out), "--workers", "1")
+    assert code == 0 and "up to date" not in stdout and "a.json" in stdout
+    assert check(load_plan(out / "a.json")) == []
+    code, stdout, _ = run("explore", str(folder), "-o", str(out), "--workers", "1")
+    assert "up to date" in stdout
+    stored = json.loads((out / "summary.json").read_text())["rows"][0]
+    assert stored["output_sha256"] == hashlib.sha256((out / "a.json").read_bytes()).hexdigest()
+
+
+def test_report_png_without_matplotlib_writes_nothing(tmp_path, monkeypatch):
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name.startswith("matplotlib"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    code, _, stderr = run("report", str(REFERENCE), "-o", str(tmp_path / "r.html"), "--png", str(tmp_path / "t.png"))
+    assert code == 2
+    one_line_error(stderr, "ipuplan[plot]")
+    assert entries(tmp_path) == set()
+
+
+def test_version_help_and_python_m():
+    code, stdout, _ = run("--version")
+    assert code == 0 and stdout.startswith("ipuplan ")
+    process = subprocess.run([*PYTHON, "optimize", "-h"], capture_output=True, text=True, check=False,
+                             env={**os.environ, "COLUMNS": "80"})
+    assert process.returncode == 0
+    assert "--interleaved-budget" in process.stdout and "ipuplan[highs]" in process.stdout
+    assert max(len(line) for line in process.stdout.splitlines()) <= 80
+
+
+def test_usage_errors_are_one_line(tmp_path):
+    code, _, stderr = run("optimize", str(REFERENCE), "-o", str(tmp_path / "o.json"), "--scope", "everything")
+    assert code == 2
+    one_line_error(stderr, "everything", "storage", "kernels")
+    code, _, stderr = run("frobnicate")
+    assert code == 2
+    one_line_error(stderr, "frobnicate")

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import pytest
 
+from reference import with_value
+
 from ipuplan.dataflow import dataflow
 
 
@@ -39,9 +41,19 @@ def test_program_inputs_and_bindings(flow):
     assert flow.readers[9] == (11,)  # layer 1's weight is read through its body argument
 
 
-def test_ambiguity_is_reported_not_guessed(flow):
-    assert {a.step for a in flow.ambiguities} == {27, 85}
-    assert flow.steps[27].reads == ()
+def test_a_copy_that_crops_padding_reads_the_larger_value(flow):
+    # 144 [16,729,784] -> 145 [16,729,768]: the one live value larger on one axis only; 139 [16,729,80] is smaller
+    assert (flow.steps[27].reads, flow.steps[27].writes) == ((144,), (145,))
+    assert (flow.steps[85].reads, flow.steps[85].writes) == ((165,), (166,))
+    assert flow.ambiguities == ()
+
+
+def test_ambiguity_is_reported_not_guessed_and_suspects_only_what_could_be_read(reference_plan):
+    # two crops of the same size are possible sources: the step stays ambiguous, and only the values that
+    # differ from the result on one axis are suspects (not the rank-3 norm parameters that are also live)
+    ambiguous = with_value(reference_plan, 139, shape=[16, 729, 800])
+    found = next(a for a in dataflow(ambiguous).ambiguities if a.step == 27)
+    assert set(found.suspects) == {145, 139, 144}
 
 
 def test_gemm_families(flow):

@@ -15,15 +15,15 @@ from ipuplan.optimizer import optimize
 from ipuplan.rewrite import contract_violations
 
 OUTPUT_SHA256 = {
-    ("vit-so400m-12layers.json", "kernels"): "99c91dd723de9353ad63acc2c3da41264e00dc25594b07b7f01fe41bfb3eefc1",
+    ("vit-so400m-12layers.json", "kernels"): "e5e0fb2f483f023c6f1a4ab0f1dc6d0d460f3e11ae46f71e47749978e17973a8",
     ("vit-so400m-12layers.json", "storage"): "2f5809cd5ac1b96ff86c24ed67c03822012f82e017d646367cfd82859b1b7c91",
-    ("vit-so400m-6layers.json", "kernels"): "d7ab6d868952f84bc7fd6a6d5030bd7421feb40f460c4146eb5b2e98cf2b5095",
+    ("vit-so400m-6layers.json", "kernels"): "a570ea32dbc13bcd78ce121631e615a7a2fc2a5548f78368ae1a88c4dfebb5df",
     ("vit-so400m-6layers.json", "storage"): "fd4e91867cde11a9463f4a31d1308cd3ca474e8cb9ec6b0d3b3c42fae5b802c6",
-    ("vit-so400m-finalist-5-tight.json", "kernels"): "71e2818d57f2d714787cb436211049e4c36d8a56f563da6883d1c14f3dc1041b",
+    ("vit-so400m-finalist-5-tight.json", "kernels"): "7d949dc0e70293af3e040234792c388f084560bb1d63da4a56ae0aa9b33cc348",
     ("vit-so400m-finalist-5-tight.json", "storage"): "a2edea86a3f69f93f2e9783979a3303fce6059aa8577f4f83e842cbcc9ac5251",
-    ("vit-so400m-finalist-5.json", "kernels"): "f3c6542c0a7d04ed52f3872b57994380c3458ebc6ebf45e0e3796ab7c4949c25",
+    ("vit-so400m-finalist-5.json", "kernels"): "d16414a56563cf565391b17dd17572be74e87b0d57fbeb8c083fc5121d3b8fb6",
     ("vit-so400m-finalist-5.json", "storage"): "13cc59647c777916c7eca58e142bbb7320771351964f6963ff42a8782964857e",
-    ("vit-so400m-unroll3.json", "kernels"): "98998d81792876a6abfa9a583e1e10540239c37bf835b82158ccd59bfee51c14",
+    ("vit-so400m-unroll3.json", "kernels"): "7ce86292da9e885d7da93fa57cf1f99e20d4b49e29e22085874c83418fae0d0b",
     ("vit-so400m-unroll3.json", "storage"): "35ae2e3da421953309e396fbe2d3b1e84268ac1e282820116916e0d70ba54a6f",
 }
 

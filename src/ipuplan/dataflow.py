@@ -157,35 +157,43 @@ class _Inference:
                 candidates = preferred
         return candidates
 
-    def source_of(self, step: Step, result: int, same, label: str) -> int | None:
-        """The one value a mover step read to make `result`, or None (and an ambiguity)."""
-        in_loop = step.execution_count > 1
+    def source_of(self, step: Step, result: int, rules: tuple, label: str, could_be=None) -> int | None:
+        """The one value a mover step read to make `result`, or None (and an ambiguity).
+
+        `rules` are tried in order until one finds candidates; `could_be` says which values an
+        unresolved step may have read (they stay frozen), by default any of the result's
+        precision and rank.
+        """
         values = self.plan.values
-        candidates = [v for v in self.readable(step, result) if same(values[v], values[result])]
+        candidates: list[int] = []
+        for same in rules:
+            candidates = self.preferred(step, result, [v for v in self.readable(step, result) if same(values[v], values[result])])
+            if candidates:
+                break
+        if len(candidates) == 1:
+            return candidates[0]
+        found = ", ".join(map(str, candidates)) or "none"
+        suspects = candidates or self.suspects(step, result, could_be or _same_precision_and_rank)
+        self.ambiguities.append(Ambiguity(step.index, f"{label} of value {result}: candidates {found}", (result, *suspects)))
+        return None
+
+    def preferred(self, step: Step, result: int, candidates: list[int]) -> list[int]:
+        """Narrowed to the values dying here, then of the result's name, then inside or outside the loop."""
+        values = self.plan.values
+        in_loop = step.execution_count > 1
         candidates = self.narrow(
             candidates,
             lambda c: c in self.live.dies_at[step.index],
             lambda c: values[c].name == values[result].name,
             lambda c: is_body_argument(values[c]) == in_loop,
         )
-        candidates = self.latest_versions(candidates)
-        if len(candidates) == 1:
-            return candidates[0]
-        found = ", ".join(map(str, candidates)) or "none"
-        suspects = candidates or self.suspects(step, result)
-        self.ambiguities.append(Ambiguity(step.index, f"{label} of value {result}: candidates {found}", (result, *suspects)))
-        return None
+        return self.latest_versions(candidates)
 
-    def suspects(self, step: Step, result: int) -> list[int]:
-        """Any available value of the result's precision and rank (or, failing that, any live value)."""
+    def suspects(self, step: Step, result: int, could_be) -> list[int]:
+        """The available values the step could have read (or, failing a rule, any live value)."""
         values = self.plan.values
-        target = values[result]
-        alike = [
-            v
-            for v in self.readable(step, result)
-            if values[v].precision == target.precision and len(values[v].shape) == len(target.shape)
-        ]
-        return sorted(alike) or list(step.live)
+        alike = [v for v in self.readable(step, result) if could_be(values[v], values[result])]
+        return sorted(alike) if alike or could_be is not _same_precision_and_rank else list(step.live)
 
     def latest_versions(self, candidates: list[int]) -> list[int]:
         """In-place aliases of one storage are one tensor: keep its most recently written version."""
@@ -231,16 +239,17 @@ class _Inference:
 
     def mover_sources(self, step: Step, writes: list[int]) -> Iterable[int]:
         operation = step.parsed_operation
+        could_be = None
         if operation.conversion is not None:
-            same, label = (lambda a, b: a.storage_group == b.storage_group), "source"
+            rules, label = ((lambda a, b: a.storage_group == b.storage_group),), "source"
         elif operation.has_view:
-            same, label = _same_elements_and_precision, "view source"
+            rules, label = (_same_elements_and_precision,), "view source"
         elif operation.copy_offsets:
-            same, label = _slice_of, "slice source"
-        else:
-            same, label = (lambda a, b: a.precision == b.precision and a.shape == b.shape), "copy source"
+            rules, label = (_slice_of,), "slice source"
+        else:  # a whole copy; failing one of the same shape, a crop of padding along one axis
+            rules, label, could_be = (_same_shape_and_precision, _cropped_on_one_axis), "copy source", _differs_on_one_axis
         for result in writes:
-            found = self.source_of(step, result, same, label)
+            found = self.source_of(step, result, rules, label, could_be)
             if found is not None:
                 yield found
 
@@ -289,6 +298,24 @@ def _family(plan: Plan, gemm: StepFlow, writer: dict[int, StepFlow], readers: di
         sum_step=sum_flow.index if sum_flow else None,
         sum_result=sum_flow.writes[0] if sum_flow and len(sum_flow.writes) == 1 else None,
     )
+
+
+def _same_precision_and_rank(a: Value, b: Value) -> bool:
+    return a.precision == b.precision and len(a.shape) == len(b.shape)
+
+
+def _same_shape_and_precision(a: Value, b: Value) -> bool:
+    return a.precision == b.precision and a.shape == b.shape
+
+
+def _differs_on_one_axis(a: Value, b: Value) -> bool:
+    """Same precision and rank, the same size on every axis but one."""
+    return _same_precision_and_rank(a, b) and sum(x != y for x, y in zip(a.shape, b.shape)) == 1
+
+
+def _cropped_on_one_axis(a: Value, b: Value) -> bool:
+    """`b` could be `a` without its padding along one axis (e.g. `[16,729,784]` -> `[16,729,768]`)."""
+    return _differs_on_one_axis(a, b) and all(x >= y for x, y in zip(a.shape, b.shape))
 
 
 def _same_elements_and_precision(a: Value, b: Value) -> bool:

@@ -40,6 +40,20 @@ LEVELS = {
 }
 
 
+def pinned_level(pinned: frozenset[int]):
+    """A level that freezes, by request, every group holding a pinned value, and every family around it."""
+
+    def level(context, groups):
+        if not pinned:
+            return Decisions()
+        families = [f for f in context.facts.families if pinned.intersection(f.members)]
+        held = pinned | {role for family in families for role in family.members}
+        chosen = tuple(g for g in groups if held.intersection(g))
+        return Decisions(frozen=tuple(FrozenGroup(g, FreezeReason(Freeze.BY_REQUEST)) for g in chosen))
+
+    return level
+
+
 class UnknownScope(IpuplanError, ValueError):
     """A freedom level ipuplan does not offer."""
 
@@ -51,14 +65,20 @@ def scope_named(name: str | Scope) -> Scope:
         raise UnknownScope(f"unknown scope {name!r}; choose one of: {', '.join(s.value for s in Scope)}") from None
 
 
-def candidate_space(facts: PlanFacts, scope: str | Scope = Scope.KERNELS) -> CandidateSpace:
-    """Free groups with their candidates, and frozen groups with their reasons."""
+def candidate_space(
+    facts: PlanFacts, scope: str | Scope = Scope.KERNELS, pinned: frozenset[int] = frozenset()
+) -> CandidateSpace:
+    """Free groups with their candidates, and frozen groups with their reasons.
+
+    `pinned` values keep their layout by request: their groups (and a Gemm family they belong to) are frozen.
+    """
     scope = scope_named(scope)
     context = context_of(facts)
+    pins = pinned_level(pinned)
     remaining = context.groups
     free: list[FreeGroup] = []
     frozen: list[FrozenGroup] = []
-    for level in LEVELS[scope]:
+    for level in (pins, *LEVELS[scope]):
         decided = level(context, remaining)
         free += decided.free
         frozen += decided.frozen

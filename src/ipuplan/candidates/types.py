@@ -55,6 +55,7 @@ class Freeze(str, Enum):
     NO_SMALLER_LAYOUT = "no other legal layout is smaller"
     FAMILY_OVERLAP = "shares values with another family"
     NO_OTHER_SPLIT = "no other legal split"
+    BY_REQUEST = "pinned by request (--freeze or a pin file)"
 
 
 @dataclass(frozen=True)

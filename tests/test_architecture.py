@@ -31,6 +31,8 @@ PIPELINE = [
     "candidates.rules",
     "candidates.storage",
     "candidates.kernels",
+    "candidates.retile",
+    "candidates.classes",
     "candidates",
     "costs",
     "solvers.result",

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from enum import Enum
 
+from ipuplan.candidates.classes import class_level
 from ipuplan.candidates.kernels import kernel_level
+from ipuplan.candidates.retile import retile_level
 from ipuplan.candidates.rules import context_of
 from ipuplan.candidates.storage import storage_level
 from ipuplan.candidates.types import (
@@ -32,11 +34,13 @@ class Scope(str, Enum):
 
     STORAGE = "storage"
     KERNELS = "kernels"
+    FULL = "full"
 
 
 LEVELS = {
     Scope.STORAGE: (storage_level,),
     Scope.KERNELS: (kernel_level, storage_level),
+    Scope.FULL: (kernel_level, class_level, retile_level),
 }
 
 
@@ -66,11 +70,13 @@ def scope_named(name: str | Scope) -> Scope:
 
 
 def candidate_space(
-    facts: PlanFacts, scope: str | Scope = Scope.KERNELS, pinned: frozenset[int] = frozenset()
+    facts: PlanFacts, scope: str | Scope = Scope.KERNELS, pinned: frozenset[int] = frozenset(),
+    keep_classes: bool = False,
 ) -> CandidateSpace:
     """Free groups with their candidates, and frozen groups with their reasons.
 
     `pinned` values keep their layout by request: their groups (and a Gemm family they belong to) are frozen.
+    `keep_classes` leaves out the level that changes only a value's memory class.
     """
     scope = scope_named(scope)
     context = context_of(facts)
@@ -78,7 +84,8 @@ def candidate_space(
     remaining = context.groups
     free: list[FreeGroup] = []
     frozen: list[FrozenGroup] = []
-    for level in (pins, *LEVELS[scope]):
+    levels = [level for level in LEVELS[scope] if not (keep_classes and level is class_level)]
+    for level in (pins, *levels):
         decided = level(context, remaining)
         free += decided.free
         frozen += decided.frozen

@@ -7,6 +7,7 @@ class, with mixed-radix tile strides over the axes the input placed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from functools import lru_cache
 from math import prod
@@ -72,6 +73,11 @@ def layout_options(layout: Layout, shape: tuple[int, ...], element_size: int, ti
 
     At most MAX_CANDIDATES_PER_CLASS per class, spread over the sizes, the smallest always kept.
     """
+    return in_both_classes(layout, spread_sizes(retilings(layout, shape, element_size, tiles)))
+
+
+def retilings(layout: Layout, shape: tuple[int, ...], element_size: int, tiles: int) -> list[tuple[Layout, int]]:
+    """(layout, shard bytes): `layout` with the fewest tiles for each distinct shard size no larger than its own."""
     original = shard_bytes(shape, element_size, layout)
     tiled = []
     for partitions in partition_vectors(shape, layout, tiles):
@@ -80,16 +86,30 @@ def layout_options(layout: Layout, shape: tuple[int, ...], element_size: int, ti
         size = shard_bytes(shape, element_size, option)
         if size <= original:
             tiled.append((option, size))
-    tiled.sort(key=lambda pair: pair[1])
+    return tiled
+
+
+def spread_sizes(tiled: list[tuple[Layout, int]]) -> list[Layout]:
+    """Sorted by shard size; at most MAX_CANDIDATES_PER_CLASS, spread over the sizes, the smallest kept."""
+    tiled = sorted(tiled, key=lambda pair: pair[1])
     if len(tiled) > MAX_CANDIDATES_PER_CLASS:
         stride = len(tiled) / MAX_CANDIDATES_PER_CLASS
         tiled = [tiled[int(i * stride)] for i in range(MAX_CANDIDATES_PER_CLASS)]
-    options = (replace(option, memory_class=c) for c in MEMORY_CLASSES for option, _ in tiled)
-    return tuple(option for option in options if option != layout)
+    return [option for option, _ in tiled]
+
+
+def in_both_classes(layout: Layout, options: list[Layout]) -> tuple[Layout, ...]:
+    """Each option in every memory class, the input layout itself left out."""
+    return tuple(option for option in (replace(o, memory_class=c) for c in MEMORY_CLASSES for o in options)
+                 if option != layout)
+
+
+LayoutOptions = Callable[[Layout, tuple[int, ...], int, int], tuple[Layout, ...]]
+"""(input layout, shape, element size, chip tiles) -> the other layouts a free group may take."""
 
 
 def storage_candidates(
-    facts: PlanFacts, members: rules.LayoutGroup, ratios: tuple[rules.ScratchRatio, ...]
+    facts: PlanFacts, members: rules.LayoutGroup, ratios: tuple[rules.ScratchRatio, ...], options: LayoutOptions
 ) -> tuple[Candidate, ...]:
     """The input layout first, then every distinct smaller-or-equal shard size in each memory class."""
     values = facts.plan.values
@@ -103,11 +123,11 @@ def storage_candidates(
         scratch = rules.scaled_scratch(ratios, tuple(size.shard_bytes for size in sizes))
         return Candidate(layouts, sizes, rules.exchange_cost(facts, members, moved, layouts), scratch)
 
-    options = layout_options(layout, tuple(base.shape), base.element_size, facts.plan.tile_count)
-    return (candidate(layout), *(candidate(option) for option in options))
+    others = options(layout, tuple(base.shape), base.element_size, facts.plan.tile_count)
+    return (candidate(layout), *(candidate(option) for option in others))
 
 
-def storage_group(context: rules.Context, members: rules.LayoutGroup) -> FreeGroup | FrozenGroup:
+def storage_group(context: rules.Context, members: rules.LayoutGroup, options: LayoutOptions) -> FreeGroup | FrozenGroup:
     reason = rules.freeze_reason(context, members)
     if reason is not None:
         return FrozenGroup(members, reason)
@@ -115,16 +135,24 @@ def storage_group(context: rules.Context, members: rules.LayoutGroup) -> FreeGro
         ratios = rules.scratch_ratios(context.facts, members)
     except rules.Frozen as frozen:
         return FrozenGroup(members, frozen.reason)
-    candidates = storage_candidates(context.facts, members, ratios)
+    candidates = storage_candidates(context.facts, members, ratios, options)
     if len(candidates) == 1:
         return FrozenGroup(members, FreezeReason(Freeze.NO_SMALLER_LAYOUT))
     return FreeGroup(members, candidates, input_index=0)
 
 
-def storage_level(context: rules.Context, groups: tuple[rules.LayoutGroup, ...]) -> Decisions:
-    """Every group: free with its candidates, or frozen with the rule that holds it."""
-    decided = [storage_group(context, members) for members in groups]
-    return Decisions(
-        free=tuple(g for g in decided if isinstance(g, FreeGroup)),
-        frozen=tuple(g for g in decided if isinstance(g, FrozenGroup)),
-    )
+def level_with(options: LayoutOptions):
+    """A freedom level that decides about every group: free with `options` as its layouts, or frozen."""
+
+    def level(context: rules.Context, groups: tuple[rules.LayoutGroup, ...]) -> Decisions:
+        decided = [storage_group(context, members, options) for members in groups]
+        return Decisions(
+            free=tuple(g for g in decided if isinstance(g, FreeGroup)),
+            frozen=tuple(g for g in decided if isinstance(g, FrozenGroup)),
+        )
+
+    return level
+
+
+storage_level = level_with(layout_options)
+"""Storage values keep their order and block sizes; other partition counts, either class."""

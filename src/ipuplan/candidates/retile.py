@@ -1,0 +1,79 @@
+"""Freedom level `retile` (part of scope `full`): storage values take any layout the format allows.
+
+A value that only movers read and write is re-laid out by them anyway (REPLAN.md, freedom level 1),
+so besides other partition counts it may take other block sizes of its own order and a flat
+`RowMajor` layout on the `Linear` axis (4-element blocks, over up to all tiles), in either class.
+The exchange term still prefers, among layouts of equal peak, the one its movers send least for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import lru_cache
+from math import prod
+
+from ipuplan.candidates.storage import in_both_classes, level_with, partition_options, retilings, spread_sizes
+from ipuplan.debug_syntax import Atom, Call, Struct, int_atom
+from ipuplan.estimate import shard_bytes
+from ipuplan.layout import Axis, AxisTiling, Layout
+
+FLAT_BLOCK = 4
+"""Elements per block of a flat layout, as the compiler lays out values 36, 40 and 89 of the reference plan."""
+MATRIX_GRANULE = 16
+"""Block sizes of a BlockMajor order stay whole multiples of this many elements."""
+BLOCK_FIELDS = {"Matrix": ("row_block", "column_block"), "TransposedMatrix": ("column_block", "row_block")}
+"""Per BlockMajor order: the order field holding the block of FromEnd(2), then of FromEnd(1)."""
+
+
+def flat_layouts(layout: Layout, shape: tuple[int, ...], tiles: int) -> list[Layout]:
+    """`RowMajor` over the flattened tensor, one layout per distinct number of blocks per tile."""
+    elements = prod(shape)
+    padding = "Reject" if elements % FLAT_BLOCK == 0 else "Zero"
+    axis = AxisTiling(Axis("Linear"), 1, 1, FLAT_BLOCK, FLAT_BLOCK, 1, padding, None)
+    blocks = axis.blocks(elements)
+    return [
+        Layout(Atom("RowMajor"), count, 1, (replace(axis, partitions=count),), layout.memory_class)
+        for count in partition_options(blocks)
+        if count <= tiles
+    ]
+
+
+def block_variants(layout: Layout) -> list[Layout]:
+    """The layout with the K (row) block of its BlockMajor order cut into whole granules, order fields kept in step."""
+    order = layout.order
+    if not (isinstance(order, Call) and order.name == "BlockMajor" and order.args and isinstance(order.args[0], Struct)):
+        return []
+    inner = order.args[0]
+    fields = BLOCK_FIELDS.get(inner.name)
+    position = next((i for i, a in enumerate(layout.axes) if a.axis == Axis("FromEnd", 2)), None)
+    if fields is None or position is None:
+        return []
+    axis = layout.axes[position]
+    sizes = [b for b in range(MATRIX_GRANULE, axis.block_size, MATRIX_GRANULE) if axis.block_size % b == 0]
+    variants = []
+    for size in sizes:
+        multiple = size if axis.padding_multiple == axis.block_size else axis.padding_multiple
+        axes = list(layout.axes)
+        axes[position] = replace(axis, block_size=size, padding_multiple=multiple)
+        variants.append(replace(layout, order=Call(order.name, (inner.replace(fields[0], int_atom(size)),)),
+                                axes=tuple(axes)))
+    return variants
+
+
+@lru_cache(maxsize=4096)
+def retiled_options(layout: Layout, shape: tuple[int, ...], element_size: int, tiles: int) -> tuple[Layout, ...]:
+    """Every distinct shard size (no larger than the input's) reachable by partitions, other K blocks of the
+    same order, or a flat layout; per size the layout closest to the input (its own order, then the flat one)."""
+    original = shard_bytes(shape, element_size, layout)
+    by_size: dict[int, Layout] = {}
+    for variant in (layout, *block_variants(layout)):
+        for option, size in retilings(variant, shape, element_size, tiles):
+            by_size.setdefault(size, option)
+    for option in flat_layouts(layout, shape, tiles):
+        size = shard_bytes(shape, element_size, option)
+        if size <= original:
+            by_size.setdefault(size, option)
+    return in_both_classes(layout, spread_sizes([(option, size) for size, option in by_size.items()]))
+
+
+retile_level = level_with(retiled_options)

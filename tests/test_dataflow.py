@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import pytest
-
 from reference import with_value
 
 from ipuplan.dataflow import dataflow

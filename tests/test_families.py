@@ -117,3 +117,31 @@ def test_kernel_scope_optimises_the_reference_plan_legally(reference_plan):
     assert check(kernels.plan) == [] and contract_violations(reference_plan, kernels.plan) == []
     resplit = [s.index for s, t in zip(reference_plan.steps, kernels.plan.steps) if s.operation != t.operation]
     assert resplit and all(reference_plan.steps[i].parsed_operation.kind == "Gemm" for i in resplit)
+
+
+def test_attention_products_are_families_that_reproduce_their_input(reference_plan):
+    from ipuplan.attention import attention_problems, current_head_split, derive_attention
+
+    facts = plan_facts(reference_plan)
+    found = {family.gemm_step: family for family in facts.attention}
+    assert sorted(found) == [24, 29, 82, 87]  # Q·Kᵀ and P·V of the encoder layer and of the MAP head
+    assert [found[s].reduces for s in (24, 29)] == [False, True]
+    for family in found.values():
+        assert attention_problems(reference_plan, family) == []
+        derived = derive_attention(reference_plan, family, current_head_split(reference_plan, family))
+        assert {v: format_layout(x) for v, x in derived.layouts.items()} == {
+            v: reference_plan.values[v].layout for v in derived.layouts
+        }
+
+
+@pytest.mark.parametrize(
+    ("step", "change"),
+    [
+        (29, lambda plan: with_step(plan, 29, operation=plan.steps[29].operation.replace("inner_block: 96", "inner_block: 48"))),
+        (24, lambda plan: with_value(plan, 141, layout=plan.values[141].layout.replace("partitions: 11", "partitions: 10"))),
+        (29, lambda plan: with_step(plan, 30, scratch=plan.steps[30].scratch.model_copy(update={"standard": 1280}))),
+    ],
+)
+def test_check_rejects_an_inconsistent_attention_family(reference_plan, step, change):
+    problems = _gemm_mismatches(change(reference_plan), step)
+    assert problems, f"step {step}: the broken attention family was not caught"

@@ -7,6 +7,7 @@ from functools import lru_cache
 from itertools import product
 from math import prod
 
+from ipuplan.attention import attention_problems
 from ipuplan.dataflow import Dataflow
 from ipuplan.estimate import Estimate
 from ipuplan.facts import PlanFacts, plan_facts
@@ -109,11 +110,9 @@ def _top_level_mismatches(plan: Plan, result: Estimate) -> list[Mismatch]:
 def _family_mismatches(facts: PlanFacts) -> list[Mismatch]:
     """Gemm families whose layouts, operation string or Sum scratch disagree with one split."""
     plan = facts.plan
-    return [
-        Mismatch(f"step {family.gemm_step}", "Gemm family", rule=problem)
-        for family in facts.families
-        for problem in family_problems(plan, family)
-    ]
+    plain = [(family.gemm_step, problem) for family in facts.families for problem in family_problems(plan, family)]
+    heads = [(family.gemm_step, problem) for family in facts.attention for problem in attention_problems(plan, family)]
+    return [Mismatch(f"step {step}", "Gemm family", rule=problem) for step, problem in plain + heads]
 
 
 def check(plan: Plan, facts: PlanFacts | None = None) -> list[Mismatch]:

@@ -3,12 +3,14 @@
 A `Problem` is indices and integers only (no plan, no layout): per free group the number of
 candidates and which one is the input; per kept step the constant bytes of each class and, per
 live group, its bytes per candidate; per candidate its exchange bytes; the budget `Limit`s.
-The objective is lexicographic over `OBJECTIVE`: the raw peak, then exchange bytes, then
-changed values.
+Each `Objective` is lexicographic over its `Term`s (`OBJECTIVES`): `peak` minimises the raw peak,
+then exchange bytes, then changed values; `fit` only meets the budgets, with the least exchange
+bytes, then the fewest changed values.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, replace
 from enum import Enum
 from math import prod
@@ -30,7 +32,18 @@ class Term(str, Enum):
     """values whose layout differs from the input."""
 
 
-OBJECTIVE = (Term.PEAK, Term.EXCHANGE, Term.CHANGED)
+class Objective(str, Enum):
+    PEAK = "peak"
+    """The smallest raw peak, then the least exchange and the fewest changes at that peak."""
+    FIT = "fit"
+    """Meet the budgets with the least exchange, then the fewest changes; the peak lands where it lands."""
+
+
+OBJECTIVES = {
+    Objective.PEAK: (Term.PEAK, Term.EXCHANGE, Term.CHANGED),
+    Objective.FIT: (Term.EXCHANGE, Term.CHANGED),
+}
+OBJECTIVE = OBJECTIVES[Objective.PEAK]
 
 
 @dataclass(frozen=True)
@@ -71,6 +84,19 @@ class Problem:
     def without_budgets(self) -> Problem:
         return replace(self, limits=())
 
+    def with_limits(self, limits: tuple[Limit, ...]) -> Problem:
+        return replace(self, limits=limits)
+
+    def fingerprint(self) -> str:
+        """sha256 of every integer the solver sees: two runs with the same fingerprint solved the same model."""
+        digest = hashlib.sha256(repr((self.candidate_counts, self.input_choice, self.group_sizes, self.exchange,
+                                      self.limits, self.steps_total)).encode())
+        for row in self.rows:
+            digest.update(repr((row.step, row.standard, row.interleaved)).encode())
+            for g, standard, interleaved in row.terms:
+                digest.update(repr(g).encode() + standard.astype("<i8").tobytes() + interleaved.astype("<i8").tobytes())
+        return digest.hexdigest()
+
     def lower_bound(self) -> int:
         """Every free group at its smallest candidate, step by step: no choice can do better."""
         return max((row.bounds()[0] for row in self.rows), default=0)
@@ -105,6 +131,15 @@ class Usage:
 
     def violation(self, limits: tuple[Limit, ...]) -> int:
         return int(self.excess(limits).sum())
+
+    def worst_excess(self, limits: tuple[Limit, ...]) -> tuple[int, ...]:
+        """Per limit, the most any row exceeds it: what that budget lacks for the choice to fit."""
+        return tuple(int(excess(limit, self.standard, self.interleaved).max(initial=0)) for limit in limits)
+
+
+def solution_fingerprint(choice: tuple[int, ...]) -> str:
+    """sha256 of the chosen candidate per free group: two runs with equal fingerprints chose the same layouts."""
+    return hashlib.sha256(repr(tuple(choice)).encode()).hexdigest()
 
 
 def usage_of(rows: tuple[StepRow, ...], choice: tuple[int, ...]) -> Usage:

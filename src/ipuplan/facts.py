@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ipuplan.attention import AttentionFamily, recognise_attention
 from ipuplan.budgets import Budgets
 from ipuplan.dataflow import Dataflow, dataflow
 from ipuplan.estimate import Estimate, estimate
@@ -27,6 +28,8 @@ class PlanFacts:
     families: tuple[KernelFamily, ...]
     rejected_families: tuple[tuple[int, str], ...]
     """(Gemm step, reason) for every Gemm that is not a family."""
+    attention: tuple[AttentionFamily, ...]
+    """The attention products among the Gemms that are not families."""
 
     @property
     def amp_aligned(self) -> frozenset[int]:
@@ -47,4 +50,5 @@ def plan_facts(plan: Plan, budgets: Budgets | None = None) -> PlanFacts:
         estimate=estimate(plan, budgets, live),
         families=tuple(families),
         rejected_families=tuple(rejected),
+        attention=tuple(recognise_attention(plan, flow, tuple(rejected))),
     )

@@ -73,7 +73,7 @@ class KernelFamily:
         return (*optional, self.left, self.right, self.partials, self.sum_result)
 
 
-def _axis_positions(value: Value, layout: Layout, roles_by_dimension: dict[int, str]) -> dict[str, int] | None:
+def axis_positions(value: Value, layout: Layout, roles_by_dimension: dict[int, str]) -> dict[str, int] | None:
     rank = len(value.shape)
     found = {}
     for position, axis in enumerate(layout.axes):
@@ -102,8 +102,8 @@ def _recognise(plan: Plan, flow: Dataflow, family) -> KernelFamily:
         raise NotAFamily(f"operand orders {left_layout.order_kind} / {right_layout.order_kind} are not a left/right pair")
     if list(partials.shape[1:]) != list(total.shape):
         raise NotAFamily("partials are not [pK, ...Sum result]")
-    left_axes = _axis_positions(left, left_layout, {len(left.shape) - 2: left_roles[0], len(left.shape) - 1: left_roles[1]})
-    right_axes = _axis_positions(
+    left_axes = axis_positions(left, left_layout, {len(left.shape) - 2: left_roles[0], len(left.shape) - 1: left_roles[1]})
+    right_axes = axis_positions(
         right, right_layout, {len(right.shape) - 2: right_roles[0], len(right.shape) - 1: right_roles[1]}
     )
     if left_axes is None or right_axes is None:
@@ -117,8 +117,8 @@ def _recognise(plan: Plan, flow: Dataflow, family) -> KernelFamily:
     sum_dims = _output_dimensions(total, sizes, blocks)
     if sum_dims is None:
         raise NotAFamily("cannot tell the Sum result's M and N dimensions apart")
-    sum_axes = _axis_positions(total, total.parsed_layout, sum_dims)
-    partial_axes = _axis_positions(partials, partials.parsed_layout, {0: "k", **{d + 1: r for d, r in sum_dims.items()}})
+    sum_axes = axis_positions(total, total.parsed_layout, sum_dims)
+    partial_axes = axis_positions(partials, partials.parsed_layout, {0: "k", **{d + 1: r for d, r in sum_dims.items()}})
     if sum_axes is None or partial_axes is None:
         raise NotAFamily("partials or Sum result are not tiled on exactly M, N (and pK)")
     if any(a.tile_stride is not None for a in left_layout.axes):
@@ -208,7 +208,7 @@ def family_problems(plan: Plan, family: KernelFamily) -> list[str]:
     problems = []
     for value_id, layout in expected.layouts.items():
         actual = plan.values[value_id].parsed_layout
-        if _tiling(actual) != _tiling(layout):
+        if tiling_key(actual) != tiling_key(layout):
             problems.append(f"value {value_id} is not tiled as split {_label(split)} requires")
         elif actual.order != layout.order:
             problems.append(f"value {value_id} order disagrees with inner_block {expected.inner_block}")
@@ -228,7 +228,7 @@ def _label(split: Split) -> str:
     return f"(pK={split.k}, pM={split.m}, pN={split.n})"
 
 
-def _tiling(layout: Layout) -> tuple:
+def tiling_key(layout: Layout) -> tuple:
     return (layout.tile_count, layout.replicas, layout.memory_class,
             tuple((a.axis, a.partitions, a.block_size, a.padding_multiple, a.tile_stride) for a in layout.axes))
 

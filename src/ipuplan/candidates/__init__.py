@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from enum import Enum
 
+from ipuplan.candidates.attention import attention_level
 from ipuplan.candidates.classes import class_level
 from ipuplan.candidates.kernels import kernel_level
 from ipuplan.candidates.retile import retile_level
@@ -40,7 +41,7 @@ class Scope(str, Enum):
 LEVELS = {
     Scope.STORAGE: (storage_level,),
     Scope.KERNELS: (kernel_level, storage_level),
-    Scope.FULL: (kernel_level, class_level, retile_level),
+    Scope.FULL: (kernel_level, attention_level, class_level, retile_level),
 }
 
 

@@ -49,7 +49,7 @@ def _spreads(k: int) -> tuple[tuple[int, int], ...]:
     return tuple((a, b) for a in divisors for b in divisors if (k // a) % b == 0)
 
 
-class _AxisSizes:
+class AxisSizes:
     """Elements per shard of one axis for every partition count, looked up instead of recomputed."""
 
     def __init__(self, blocks: int, axis: AxisTiling) -> None:
@@ -81,9 +81,9 @@ class _Sizer:
         value = self.plan.values[value_id]
         return value.shape[value.parsed_layout.axes[position].axis.dimension(len(value.shape))]
 
-    def _axis(self, value_id: int, position: int) -> _AxisSizes:
+    def _axis(self, value_id: int, position: int) -> AxisSizes:
         axis = self.plan.values[value_id].parsed_layout.axes[position]
-        return _AxisSizes(axis.blocks(self._dimension_size(value_id, position)), axis)
+        return AxisSizes(axis.blocks(self._dimension_size(value_id, position)), axis)
 
     def _untiled(self, value_id: int) -> int:
         """Elements of the dimensions no axis tiles (whole on every tile)."""
@@ -157,7 +157,7 @@ def split_options(plan: Plan, family: KernelFamily, aligned: frozenset[int], sum
                 vectors.append(sizer.vector(split, inner_block))
     if not found:
         return [current_split(plan, family)]
-    front = _pareto(np.array(vectors, dtype=np.int64))
+    front = pareto_front(np.array(vectors, dtype=np.int64))
     chosen = [found[i] for i in front]
     if len(chosen) > MAX_SPLITS:
         totals = np.array([sum(vectors[i]) for i in front])
@@ -167,7 +167,7 @@ def split_options(plan: Plan, family: KernelFamily, aligned: frozenset[int], sum
     return [original, *(s for s in chosen if s != original)]
 
 
-def _pareto(vectors: np.ndarray) -> list[int]:
+def pareto_front(vectors: np.ndarray) -> list[int]:
     """Indices of the vectors no other vector is at most in every component (first of equals kept)."""
     order = np.lexsort(vectors.T[::-1])
     kept: list[int] = []
@@ -220,7 +220,7 @@ def _signature(facts: PlanFacts, family: KernelFamily, members, role_of, fixed, 
     )
 
 
-def _shift_steps(candidate: Candidate, offset: int) -> Candidate:
+def shift_steps(candidate: Candidate, offset: int) -> Candidate:
     return replace(
         candidate,
         scratch=tuple((step + offset, std, il) for step, std, il in candidate.scratch),
@@ -257,10 +257,10 @@ def family_group(context: Context, family: KernelFamily, group_of: dict[int, Lay
             if candidate is not None and all(
                 candidate.layouts[members.index(r)] == facts.plan.values[r].parsed_layout for r in fixed
             ):
-                found.append(_shift_steps(candidate, -family.gemm_step))
+                found.append(shift_steps(candidate, -family.gemm_step))
         cache[signature] = found
     candidates = [
-        replace(_shift_steps(c, family.gemm_step), exchange_bytes=exchange_cost(facts, members, moved, c.layouts))
+        replace(shift_steps(c, family.gemm_step), exchange_bytes=exchange_cost(facts, members, moved, c.layouts))
         for c in cache[signature]
     ]
     if len(candidates) <= 1:

@@ -1,0 +1,146 @@
+"""Freedom level `attention` (part of scope `full`): attention products re-split over heads, M, N (and K).
+
+Candidates are splits whose every member layout `attention.derive_attention` derives (so they are
+consistent by construction), pruned to the Pareto front of the members' bytes and the Sum scratch,
+the input's own split first. The operands of `AttentionSoftmax` / `AttentionMerge` are not members:
+they keep their layout, and the movers between them and the Gemm absorb the change.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ipuplan.attention import AttentionFamily, HeadSplit, current_head_split, derive_attention, inner_block
+from ipuplan.candidates import rules
+from ipuplan.candidates.kernels import MAX_SPLITS, AxisSizes, pareto_front
+from ipuplan.candidates.storage import partition_options
+from ipuplan.candidates.types import Candidate, Decisions, FreeGroup, Freeze, FreezeReason, FrozenGroup
+from ipuplan.estimate import aligned_bytes, value_bytes
+from ipuplan.facts import PlanFacts
+from ipuplan.families import IllegalSplit
+
+
+class _HeadSizer:
+    """Bytes of each member under a split, by the estimate's arithmetic, without building layouts."""
+
+    def __init__(self, facts: PlanFacts, family: AttentionFamily) -> None:
+        self.facts, self.family = facts, family
+        values = facts.plan.values
+        self.axes = {v: self._axes(v) for v in family.members}
+        self.whole = {v: int(np.prod([d for i, d in enumerate(values[v].shape) if i not in self._tiled(v)],
+                                     dtype=np.int64)) for v in family.members}
+        total = values[family.sum_result] if family.reduces else None
+        self.sum_shard = facts.estimate.values[family.sum_result].shard_bytes if total is not None else 0
+
+    def _tiled(self, value_id: int) -> set[int]:
+        value = self.facts.plan.values[value_id]
+        return {a.axis.dimension(len(value.shape)) for a in value.parsed_layout.axes}
+
+    def _axes(self, value_id: int) -> dict[str, AxisSizes]:
+        value = self.facts.plan.values[value_id]
+        found = {}
+        for role, axis in zip(self.family.roles[value_id], value.parsed_layout.axes):
+            found[role] = AxisSizes(axis.blocks(value.shape[axis.axis.dimension(len(value.shape))]), axis)
+        return found
+
+    def blocks(self, value_id: int, role: str) -> int:
+        return self.axes[value_id][role].blocks
+
+    def vector(self, split: HeadSplit, block: int) -> tuple[int, ...]:
+        values = self.facts.plan.values
+        sizes = []
+        for v in self.family.members:
+            elements = self.whole[v]
+            for role, sizer in self.axes[v].items():
+                elements *= block if role == "k" else 1 if role == "pk" else sizer.extent(split.partitions(role))
+            shard = elements * values[v].element_size
+            sizes.append(aligned_bytes(shard, values[v].memory_class, v in self.facts.amp_aligned))
+        return (*sizes, (split.k + 1) * self.sum_shard)
+
+
+def head_splits(facts: PlanFacts, family: AttentionFamily) -> list[HeadSplit]:
+    """Every legal split's Pareto-best representatives (by member bytes and scratch), the input's first."""
+    sizer = _HeadSizer(facts, family)
+    tiles = facts.plan.tile_count
+    k_options = range(1, sizer.blocks(family.left, "k") * 8 + 1) if family.reduces else (1,)
+    found: list[HeadSplit] = []
+    vectors: list[tuple[int, ...]] = []
+    for k in k_options:
+        try:
+            block = inner_block(facts.plan, family, k)
+        except IllegalSplit:
+            continue
+        for heads in partition_options(sizer.blocks(family.left, "heads")):
+            for m in partition_options(sizer.blocks(family.left, "m")):
+                if k * heads * m > tiles:
+                    break
+                for n in partition_options(sizer.blocks(family.right, "n")):
+                    if k * heads * m * n > tiles:
+                        break
+                    found.append(HeadSplit(heads, m, n, k))
+                    vectors.append(sizer.vector(found[-1], block))
+    chosen = [found[i] for i in pareto_front(np.array(vectors, dtype=np.int64))] if found else []
+    if len(chosen) > MAX_SPLITS:
+        chosen = [chosen[int(i * len(chosen) / MAX_SPLITS)] for i in range(MAX_SPLITS)]
+    original = current_head_split(facts.plan, family)
+    return [original, *(s for s in chosen if s != original)]
+
+
+def _candidate(facts: PlanFacts, family: AttentionFamily, split: HeadSplit, members: rules.LayoutGroup,
+               role_of: dict[int, int], moved, ratios) -> Candidate | None:
+    try:
+        derived = derive_attention(facts.plan, family, split)
+    except IllegalSplit:
+        return None
+    values = facts.plan.values
+    layouts = tuple(derived.layouts[role_of[m]] for m in members)
+    shapes = tuple(derived.result_shape if role_of[m] == family.result else tuple(values[m].shape) for m in members)
+    sizes = tuple(value_bytes(values[m].model_copy(update={"shape": list(shape)}), m in facts.amp_aligned, layout)
+                  for m, shape, layout in zip(members, shapes, layouts))
+    scratch = rules.scaled_scratch(ratios, tuple(size.shard_bytes for size in sizes))
+    if family.reduces:
+        given = facts.plan.steps[family.sum_step].scratch
+        in_interleaved = given.standard == 0 and given.interleaved > 0
+        scratch = ((family.sum_step, *((0, derived.sum_scratch) if in_interleaved else (derived.sum_scratch, 0))),
+                   *scratch)
+    label = f"heads {split.heads} pM={split.m} pN={split.n} pK={split.k}"
+    return Candidate(layouts, sizes, rules.exchange_cost(facts, members, moved, layouts), scratch, shapes,
+                     ((family.gemm_step, derived.operation),), label)
+
+
+def attention_group(context: rules.Context, family: AttentionFamily,
+                    group_of: dict[int, rules.LayoutGroup]) -> FreeGroup | FrozenGroup:
+    facts = context.facts
+    own_steps = frozenset(s for s in (family.gemm_step, family.sum_step) if s is not None)
+    role_of = {m: role for role in family.members for m in group_of[role]}
+    members = tuple(sorted(role_of))
+    for role in family.members:
+        reason = rules.freeze_reason(context, group_of[role], own_steps)
+        if reason is not None:
+            return FrozenGroup(members, reason.in_family(family.gemm_step, role))
+    try:
+        ratios = tuple(r for r in rules.scratch_ratios(facts, members) if r[0] != family.sum_step)
+    except rules.Frozen as frozen:
+        return FrozenGroup(members, frozen.reason.in_family(family.gemm_step))
+    moved = rules.moved_tensors(facts, members)
+    found = (_candidate(facts, family, split, members, role_of, moved, ratios) for split in head_splits(facts, family))
+    candidates = tuple(c for c in found if c is not None)
+    if len(candidates) <= 1:
+        return FrozenGroup(members, FreezeReason(Freeze.NO_OTHER_SPLIT, family_step=family.gemm_step))
+    return FreeGroup(members, candidates, input_index=0, kind="attention")
+
+
+def attention_level(context: rules.Context, groups: tuple[rules.LayoutGroup, ...]) -> Decisions:
+    """Every attention product whose groups are all unclaimed: free or frozen as one unit."""
+    group_of = {m: group for group in groups for m in group}
+    free, frozen, claimed = [], [], set()
+    for family in context.facts.attention:
+        if any(role not in group_of for role in family.members):
+            continue
+        members = {m for role in family.members for m in group_of[role]}
+        if members & claimed:
+            continue
+        claimed |= members
+        group = attention_group(context, family, group_of)
+        (free if isinstance(group, FreeGroup) else frozen).append(group)
+    return Decisions(tuple(free), tuple(frozen))

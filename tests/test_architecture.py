@@ -32,6 +32,7 @@ PIPELINE = [
     "candidates.rules",
     "candidates.storage",
     "candidates.kernels",
+    "candidates.strides",
     "candidates.retile",
     "candidates.attention",
     "candidates.classes",

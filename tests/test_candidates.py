@@ -158,3 +158,20 @@ def test_an_unknown_operation_freezes_what_is_live_there(reference_plan, spaces)
     for value in free_before:
         reason = reasons[value]
         assert (reason.kind, reason.step, reason.operation) == (Freeze.UNKNOWN_OPERATION, step, "FancyFusedThing")
+
+
+def test_stride_orders_are_legal_placements_and_cheaper_ones_become_candidates(reference_plan):
+    from ipuplan.candidates.strides import STRIDES_LABEL, radix_orders
+    from ipuplan.check import placement_problem
+
+    layout = reference_plan.values[8].parsed_layout  # N placed (stride 1), K left to the compiler
+    variants = radix_orders(layout)
+    assert variants and all(placement_problem(v, 1472) is None for v in variants)
+    assert all(v.axes[1].tile_stride == 1 and v.axes[0].tile_stride == layout.axes[1].partitions for v in variants)
+    space = candidate_space(plan_facts(reference_plan), "full")
+    for group in space.free:
+        for choice in (c for c in group.candidates if c.label == STRIDES_LABEL):
+            twins = [c for c in group.candidates if c.label != STRIDES_LABEL and c.value_bytes == choice.value_bytes
+                     and [a.partitions for a in c.layouts[0].axes] == [a.partitions for a in choice.layouts[0].axes]
+                     and c.layouts[0].memory_class == choice.layouts[0].memory_class]
+            assert twins and all(choice.exchange_bytes < twin.exchange_bytes for twin in twins)

@@ -13,6 +13,7 @@ from functools import lru_cache
 from math import prod
 
 from ipuplan.candidates.storage import in_both_classes, level_with, partition_options, retilings, spread_sizes
+from ipuplan.candidates.strides import with_stride_choices
 from ipuplan.debug_syntax import Atom, Call, Struct, int_atom
 from ipuplan.estimate import shard_bytes
 from ipuplan.layout import Axis, AxisTiling, Layout
@@ -76,4 +77,4 @@ def retiled_options(layout: Layout, shape: tuple[int, ...], element_size: int, t
     return in_both_classes(layout, spread_sizes([(option, size) for size, option in by_size.items()]))
 
 
-retile_level = level_with(retiled_options)
+retile_level = level_with(retiled_options, with_stride_choices)

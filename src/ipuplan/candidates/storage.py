@@ -127,7 +127,12 @@ def storage_candidates(
     return (candidate(layout), *(candidate(option) for option in others))
 
 
-def storage_group(context: rules.Context, members: rules.LayoutGroup, options: LayoutOptions) -> FreeGroup | FrozenGroup:
+Alternatives = Callable[[PlanFacts, rules.LayoutGroup, tuple[Candidate, ...]], tuple[Candidate, ...]]
+"""More candidates derived from a group's candidates (e.g. other tile strides of the same tiling)."""
+
+
+def storage_group(context: rules.Context, members: rules.LayoutGroup, options: LayoutOptions,
+                  alternatives: Alternatives | None = None) -> FreeGroup | FrozenGroup:
     reason = rules.freeze_reason(context, members)
     if reason is not None:
         return FrozenGroup(members, reason)
@@ -136,16 +141,19 @@ def storage_group(context: rules.Context, members: rules.LayoutGroup, options: L
     except rules.Frozen as frozen:
         return FrozenGroup(members, frozen.reason)
     candidates = storage_candidates(context.facts, members, ratios, options)
+    if alternatives is not None:
+        candidates = alternatives(context.facts, members, candidates)
     if len(candidates) == 1:
         return FrozenGroup(members, FreezeReason(Freeze.NO_SMALLER_LAYOUT))
     return FreeGroup(members, candidates, input_index=0)
 
 
-def level_with(options: LayoutOptions):
-    """A freedom level that decides about every group: free with `options` as its layouts, or frozen."""
+def level_with(options: LayoutOptions, alternatives: Alternatives | None = None):
+    """A freedom level that decides about every group: free with `options` as its layouts (and their
+    `alternatives`), or frozen."""
 
     def level(context: rules.Context, groups: tuple[rules.LayoutGroup, ...]) -> Decisions:
-        decided = [storage_group(context, members, options) for members in groups]
+        decided = [storage_group(context, members, options, alternatives) for members in groups]
         return Decisions(
             free=tuple(g for g in decided if isinstance(g, FreeGroup)),
             frozen=tuple(g for g in decided if isinstance(g, FrozenGroup)),

@@ -108,8 +108,17 @@ def _candidate(facts: PlanFacts, family: AttentionFamily, split: HeadSplit, memb
                      ((family.gemm_step, derived.operation),), label)
 
 
-def attention_group(context: rules.Context, family: AttentionFamily,
-                    group_of: dict[int, rules.LayoutGroup]) -> FreeGroup | FrozenGroup:
+def _signature(facts: PlanFacts, family: AttentionFamily) -> tuple:
+    """Everything the splits of a family depend on: repeated layers and unrolled copies share them."""
+    values = facts.plan.values
+    members = tuple((values[v].layout, tuple(values[v].shape), values[v].precision, v in facts.amp_aligned)
+                    for v in family.members)
+    sum_shard = facts.estimate.values[family.sum_result].shard_bytes if family.reduces else 0
+    return members, facts.plan.steps[family.gemm_step].operation, facts.plan.tile_count, sum_shard
+
+
+def attention_group(context: rules.Context, family: AttentionFamily, group_of: dict[int, rules.LayoutGroup],
+                    cache: dict) -> FreeGroup | FrozenGroup:
     facts = context.facts
     own_steps = frozenset(s for s in (family.gemm_step, family.sum_step) if s is not None)
     role_of = {m: role for role in family.members for m in group_of[role]}
@@ -123,7 +132,10 @@ def attention_group(context: rules.Context, family: AttentionFamily,
     except rules.Frozen as frozen:
         return FrozenGroup(members, frozen.reason.in_family(family.gemm_step))
     moved = rules.moved_tensors(facts, members)
-    found = (_candidate(facts, family, split, members, role_of, moved, ratios) for split in head_splits(facts, family))
+    signature = _signature(facts, family)
+    if signature not in cache:
+        cache[signature] = head_splits(facts, family)
+    found = (_candidate(facts, family, split, members, role_of, moved, ratios) for split in cache[signature])
     candidates = tuple(c for c in found if c is not None)
     if len(candidates) <= 1:
         return FrozenGroup(members, FreezeReason(Freeze.NO_OTHER_SPLIT, family_step=family.gemm_step))
@@ -134,6 +146,7 @@ def attention_level(context: rules.Context, groups: tuple[rules.LayoutGroup, ...
     """Every attention product whose groups are all unclaimed: free or frozen as one unit."""
     group_of = {m: group for group in groups for m in group}
     free, frozen, claimed = [], [], set()
+    cache: dict[tuple, list[HeadSplit]] = {}
     for family in context.facts.attention:
         if any(role not in group_of for role in family.members):
             continue
@@ -141,6 +154,6 @@ def attention_level(context: rules.Context, groups: tuple[rules.LayoutGroup, ...
         if members & claimed:
             continue
         claimed |= members
-        group = attention_group(context, family, group_of)
+        group = attention_group(context, family, group_of, cache)
         (free if isinstance(group, FreeGroup) else frozen).append(group)
     return Decisions(tuple(free), tuple(frozen))

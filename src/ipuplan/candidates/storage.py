@@ -108,41 +108,53 @@ LayoutOptions = Callable[[Layout, tuple[int, ...], int, int], tuple[Layout, ...]
 """(input layout, shape, element size, chip tiles) -> the other layouts a free group may take."""
 
 
-def storage_candidates(
-    facts: PlanFacts, members: rules.LayoutGroup, ratios: tuple[rules.ScratchRatio, ...], options: LayoutOptions
-) -> tuple[Candidate, ...]:
-    """The input layout first, then every distinct smaller-or-equal shard size in each memory class."""
+def storage_candidates(facts: PlanFacts, members: rules.LayoutGroup, moved: tuple[rules.Move, ...],
+                       options: LayoutOptions) -> tuple[Candidate, ...]:
+    """The input layout first, then every distinct smaller-or-equal shard size in each memory class (no scratch yet)."""
     values = facts.plan.values
     base = values[members[0]]
     layout = base.parsed_layout
-    moved = rules.moved_tensors(facts, members)
 
     def candidate(option: Layout) -> Candidate:
         sizes = tuple(value_bytes(values[m], m in facts.amp_aligned, option) for m in members)
         layouts = (option,) * len(members)
-        scratch = rules.scaled_scratch(ratios, tuple(size.shard_bytes for size in sizes))
-        return Candidate(layouts, sizes, rules.exchange_cost(facts, members, moved, layouts), scratch)
+        return Candidate(layouts, sizes, rules.exchange_cost(facts, members, moved, layouts))
 
     others = options(layout, tuple(base.shape), base.element_size, facts.plan.tile_count)
     return (candidate(layout), *(candidate(option) for option in others))
 
 
-Alternatives = Callable[[PlanFacts, rules.LayoutGroup, tuple[Candidate, ...]], tuple[Candidate, ...]]
+Alternatives = Callable[[PlanFacts, rules.LayoutGroup, tuple[rules.Move, ...], tuple[Candidate, ...]],
+                        tuple[Candidate, ...]]
 """More candidates derived from a group's candidates (e.g. other tile strides of the same tiling)."""
 
 
+def _group_key(facts: PlanFacts, members: rules.LayoutGroup, moved: tuple[rules.Move, ...]) -> tuple:
+    """Everything a group's candidates depend on but its scratch: repeated layers and unrolled copies share them."""
+    values = facts.plan.values
+    return (tuple((values[m].layout, tuple(values[m].shape), values[m].precision, values[m].copies,
+                   m in facts.amp_aligned) for m in members), moved)
+
+
 def storage_group(context: rules.Context, members: rules.LayoutGroup, options: LayoutOptions,
-                  alternatives: Alternatives | None = None) -> FreeGroup | FrozenGroup:
+                  alternatives: Alternatives | None, cache: dict) -> FreeGroup | FrozenGroup:
     reason = rules.freeze_reason(context, members)
     if reason is not None:
         return FrozenGroup(members, reason)
+    facts = context.facts
     try:
-        ratios = rules.scratch_ratios(context.facts, members)
+        ratios = rules.scratch_ratios(facts, members)
     except rules.Frozen as frozen:
         return FrozenGroup(members, frozen.reason)
-    candidates = storage_candidates(context.facts, members, ratios, options)
-    if alternatives is not None:
-        candidates = alternatives(context.facts, members, candidates)
+    moved = rules.moved_tensors(facts, members)
+    key = _group_key(facts, members, moved)
+    if key not in cache:
+        found = storage_candidates(facts, members, moved, options)
+        cache[key] = found if alternatives is None else alternatives(facts, members, moved, found)
+    candidates = cache[key]
+    if ratios:
+        candidates = tuple(replace(c, scratch=rules.scaled_scratch(ratios, tuple(b.shard_bytes for b in c.value_bytes)))
+                           for c in candidates)
     if len(candidates) == 1:
         return FrozenGroup(members, FreezeReason(Freeze.NO_SMALLER_LAYOUT))
     return FreeGroup(members, candidates, input_index=0)
@@ -153,7 +165,8 @@ def level_with(options: LayoutOptions, alternatives: Alternatives | None = None)
     `alternatives`), or frozen."""
 
     def level(context: rules.Context, groups: tuple[rules.LayoutGroup, ...]) -> Decisions:
-        decided = [storage_group(context, members, options, alternatives) for members in groups]
+        cache: dict[tuple, tuple[Candidate, ...]] = {}
+        decided = [storage_group(context, members, options, alternatives, cache) for members in groups]
         return Decisions(
             free=tuple(g for g in decided if isinstance(g, FreeGroup)),
             frozen=tuple(g for g in decided if isinstance(g, FrozenGroup)),

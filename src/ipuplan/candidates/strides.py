@@ -36,9 +36,9 @@ def radix_orders(layout: Layout) -> list[Layout]:
     return variants
 
 
-def with_stride_choices(facts: PlanFacts, members: rules.LayoutGroup, candidates: tuple[Candidate, ...]) -> tuple[Candidate, ...]:
+def with_stride_choices(facts: PlanFacts, members: rules.LayoutGroup, moved: tuple[rules.Move, ...],
+                        candidates: tuple[Candidate, ...]) -> tuple[Candidate, ...]:
     """The candidates, plus for each the placement its movers send least for, when that is less."""
-    moved = rules.moved_tensors(facts, members)
     if not moved:
         return candidates
     extra = []

@@ -1,12 +1,13 @@
 """ipuplan against the input plan, a greedy baseline, HiGHS and the lower bounds, in one run.
 
-Run:  .venv/bin/pip install -e ".[bench]" && .venv/bin/python benchmarks/run.py [--scope kernels|storage] [--quick]
+Run:  .venv/bin/pip install -e ".[bench]" && .venv/bin/python benchmarks/run.py [--scope S ...] [--quick]
 
-Table 1, per plan (models/ and synthesised ones): values, steps, candidates, input peak,
+Table 1, per plan (models/ and synthesised ones) and scope (storage, kernels, full, side by side): values,
+steps, candidates, input peak,
 greedy, HiGHS, ipuplan peak, lower bound (every free value at its smallest candidate), the
 absolute floor, gap, build / solve / first-solution times, over several seeds.
 Table 2, scaling: unrolled copies of the reference plan up to 10,000+ values and 5,000+ steps.
-Results: benchmarks/results/run-SCOPE.json and benchmarks/results/scaling-SCOPE.png.
+Results: benchmarks/results/run.json and benchmarks/results/scaling-SCOPE.png.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from ipuplan.rewrite import with_budgets, with_derived_fields
 from ipuplan.synth import repeat_layers, unroll, with_budget_factor
 
 ROOT = Path(__file__).resolve().parent.parent
+SCOPES = ["storage", "kernels", "full"]
 RESULTS = ROOT / "benchmarks" / "results"
 REFERENCE = ROOT / "models" / "vit-so400m-finalist-5.json"
 
@@ -137,20 +139,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer seeds and scaling points")
     parser.add_argument("--time-limit", type=float, default=60.0)
-    parser.add_argument("--scope", default="kernels", choices=["storage", "kernels"])
+    parser.add_argument("--scope", nargs="+", default=["storage", "kernels", "full"], choices=SCOPES)
+    parser.add_argument("--scaling-scope", default="kernels", choices=SCOPES)
     arguments = parser.parse_args()
     seeds = 2 if arguments.quick else 3
     named = [(p.stem, load_plan(p)) for p in sorted((ROOT / "models").glob("*.json"))] + synthesised(arguments.quick)
-    scope = arguments.scope
-    plans = [compare(name, plan, seeds, arguments.time_limit, scope) for name, plan in named]
-    print_table(plans, f"ipuplan vs baselines ({scope} scope, {seeds} seeds, raw peak bytes per tile)")
+    plans = [{"scope": scope, **compare(name, plan, seeds, arguments.time_limit, scope)}
+             for name, plan in named for scope in arguments.scope]
+    print_table(plans, f"ipuplan vs baselines per scope ({seeds} seeds, raw peak bytes per tile)")
     copies = [1, 4, 16] if arguments.quick else [1, 4, 16, 32, 57, 76]
+    scope = arguments.scaling_scope
     scaling = [scale_point(k, arguments.time_limit, scope) for k in copies]
-    print_table(scaling, "scaling: unrolled copies of the reference plan (budgets x1.5)")
+    print_table(scaling, f"scaling ({scope} scope): unrolled copies of the reference plan (budgets x1.5)")
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"run-{scope}.json").write_text(json.dumps({"plans": plans, "scaling": scaling}, indent=2) + "\n")
+    (RESULTS / "run.json").write_text(json.dumps({"plans": plans, "scaling": scaling}, indent=2) + "\n")
     plot(scaling, RESULTS / f"scaling-{scope}.png", scope)
-    print(f"\nwrote {RESULTS / f'run-{scope}.json'} and {RESULTS / f'scaling-{scope}.png'}")
+    print(f"\nwrote {RESULTS / 'run.json'} and {RESULTS / f'scaling-{scope}.png'}")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from math import prod
 from ipuplan.dataflow import Dataflow
 from ipuplan.debug_syntax import Call, Struct, format_term, int_atom
 from ipuplan.estimate import shard_bytes
-from ipuplan.families import IllegalSplit, NotAFamily, axis_positions, tiling_key
+from ipuplan.families import IllegalSplit, NotAFamily, axis_positions, layout_problems
 from ipuplan.format import Plan, Value
 from ipuplan.layout import Layout, ceil_div, element_size
 from ipuplan.operation import parse_operation
@@ -196,9 +196,7 @@ def attention_problems(plan: Plan, family: AttentionFamily) -> list[str]:
         expected = derive_attention(plan, family, split)
     except IllegalSplit as problem:
         return [str(problem)]
-    problems = [f"value {v} is not tiled as split {split} requires"
-                for v, layout in expected.layouts.items()
-                if tiling_key(plan.values[v].parsed_layout) != tiling_key(layout) or plan.values[v].parsed_layout.order != layout.order]
+    problems = layout_problems(plan, expected.layouts, str(split), "the K block (row_block)")
     if tuple(plan.values[family.result].shape) != expected.result_shape:
         problems.append(f"result {family.result} shape {plan.values[family.result].shape} is not {list(expected.result_shape)}")
     if plan.steps[family.gemm_step].operation != expected.operation:

@@ -205,13 +205,7 @@ def family_problems(plan: Plan, family: KernelFamily) -> list[str]:
         expected = derive(plan, family, split)
     except IllegalSplit as problem:
         return [str(problem)]
-    problems = []
-    for value_id, layout in expected.layouts.items():
-        actual = plan.values[value_id].parsed_layout
-        if tiling_key(actual) != tiling_key(layout):
-            problems.append(f"value {value_id} is not tiled as split {_label(split)} requires")
-        elif actual.order != layout.order:
-            problems.append(f"value {value_id} order disagrees with inner_block {expected.inner_block}")
+    problems = layout_problems(plan, expected.layouts, _label(split), f"inner_block {expected.inner_block}")
     if list(plan.values[family.partials].shape) != list(expected.partial_shape):
         problems.append(f"partials {family.partials} shape {plan.values[family.partials].shape} is not [pK={split.k}, ...]")
     operation = plan.steps[family.gemm_step].parsed_operation
@@ -221,6 +215,18 @@ def family_problems(plan: Plan, family: KernelFamily) -> list[str]:
     scratch = plan.steps[family.sum_step].scratch.standard + plan.steps[family.sum_step].scratch.interleaved
     if scratch != expected.sum_scratch:
         problems.append(f"Sum scratch {scratch} is not (pK+1) x shard = {expected.sum_scratch}")
+    return problems
+
+
+def layout_problems(plan: Plan, expected: dict[int, Layout], split: str, order_rule: str) -> list[str]:
+    """Members whose tiling, or whose order (`order_rule` says what fixes it), differs from `expected`."""
+    problems = []
+    for value_id, layout in expected.items():
+        actual = plan.values[value_id].parsed_layout
+        if tiling_key(actual) != tiling_key(layout):
+            problems.append(f"value {value_id} is not tiled as split {split} requires")
+        elif actual.order != layout.order:
+            problems.append(f"value {value_id} order disagrees with {order_rule}")
     return problems
 
 

@@ -144,16 +144,4 @@ def attention_group(context: rules.Context, family: AttentionFamily, group_of: d
 
 def attention_level(context: rules.Context, groups: tuple[rules.LayoutGroup, ...]) -> Decisions:
     """Every attention product whose groups are all unclaimed: free or frozen as one unit."""
-    group_of = {m: group for group in groups for m in group}
-    free, frozen, claimed = [], [], set()
-    cache: dict[tuple, list[HeadSplit]] = {}
-    for family in context.facts.attention:
-        if any(role not in group_of for role in family.members):
-            continue
-        members = {m for role in family.members for m in group_of[role]}
-        if members & claimed:
-            continue
-        claimed |= members
-        group = attention_group(context, family, group_of, cache)
-        (free if isinstance(group, FreeGroup) else frozen).append(group)
-    return Decisions(tuple(free), tuple(frozen))
+    return rules.each_family(context, groups, context.facts.attention, attention_group)

@@ -17,6 +17,7 @@ from ipuplan.candidates.rules import (
     Frozen,
     LayoutGroup,
     ScratchRatio,
+    each_family,
     exchange_cost,
     freeze_reason,
     moved_tensors,
@@ -272,18 +273,4 @@ def family_group(context: Context, family: KernelFamily, group_of: dict[int, Lay
 
 def kernel_level(context: Context, groups: tuple[LayoutGroup, ...]) -> Decisions:
     """Every recognised Gemm family whose groups are all unclaimed: free or frozen as one unit."""
-    group_of = {m: group for group in groups for m in group}
-    free, frozen, claimed = [], [], set()
-    cache: dict[tuple, list[Candidate]] = {}
-    for family in context.facts.families:
-        if any(role not in group_of for role in family.members):
-            continue
-        members = {m for role in family.members for m in group_of[role]}
-        if members & claimed:
-            reason = FreezeReason(Freeze.FAMILY_OVERLAP, family_step=family.gemm_step)
-            frozen.append(FrozenGroup(tuple(sorted(members - claimed)), reason))
-            continue
-        claimed |= members
-        group = family_group(context, family, group_of, cache)
-        (free if isinstance(group, FreeGroup) else frozen).append(group)
-    return Decisions(tuple(free), tuple(frozen))
+    return each_family(context, groups, context.facts.families, family_group)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from math import prod
 
-from ipuplan.candidates.types import Freeze, FreezeReason
+from ipuplan.candidates.types import Decisions, FreeGroup, Freeze, FreezeReason, FrozenGroup
 from ipuplan.exchange import mapped_exchange_bytes
 from ipuplan.facts import PlanFacts
 from ipuplan.layout import Layout
@@ -197,3 +197,24 @@ def scaled_scratch(ratios: tuple[ScratchRatio, ...], shard_bytes: tuple[int, ...
         (step, shard_bytes[position] * standard, shard_bytes[position] * interleaved)
         for step, position, standard, interleaved in ratios
     )
+
+
+def each_family(context: Context, groups: tuple[LayoutGroup, ...], families, decide) -> Decisions:
+    """Every family whose groups are all unclaimed, decided as one unit by `decide(context, family,
+    group_of, cache)`; a family sharing values with an earlier one is frozen (`cache` lets equal
+    families share their candidates)."""
+    group_of = {m: group for group in groups for m in group}
+    free, frozen, claimed = [], [], set()
+    cache: dict = {}
+    for family in families:
+        if any(role not in group_of for role in family.members):
+            continue
+        members = {m for role in family.members for m in group_of[role]}
+        if members & claimed:
+            reason = FreezeReason(Freeze.FAMILY_OVERLAP, family_step=family.gemm_step)
+            frozen.append(FrozenGroup(tuple(sorted(members - claimed)), reason))
+            continue
+        claimed |= members
+        group = decide(context, family, group_of, cache)
+        (free if isinstance(group, FreeGroup) else frozen).append(group)
+    return Decisions(tuple(free), tuple(frozen))

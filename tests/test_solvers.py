@@ -146,7 +146,7 @@ def test_infeasible_budgets_give_no_choice(backend):
 def test_explain_infeasible_names_the_budget_the_step_and_the_lowest_peak():
     text = explain_infeasible(INFEASIBLE, 2)
     assert "the interleaved budget (30 bytes) cannot be met at step 7: it needs at least 45" in text
-    assert "(1 other budget-at-a-step limit is exceeded too)" in text
+    assert "unless the standard budget (30 bytes) is exceeded at step 7" in text
     assert text.endswith("the lowest raw peak any layout reaches is 60 bytes")
 
 

@@ -15,7 +15,7 @@ import sys
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, get_args, get_origin
 
 import typer
 from rich.console import Console
@@ -28,16 +28,20 @@ from ipuplan.estimate import estimate
 from ipuplan.format import load_plan, write_plan
 from ipuplan.options import OptimizeOptions
 from ipuplan.outputs import require_writable, write_atomically
-from ipuplan.page import render_html, render_png, require_matplotlib
+from ipuplan.page import explanation_html, render_html, render_png, require_matplotlib, shortfall_html, sweep_html
 from ipuplan.report import (
     contributors_table,
+    explanation_lines,
     explore_table,
     frozen_lines,
     graph_lines,
     optimize_summary,
     optimize_table,
+    shortfall_lines,
     summary_table,
+    sweep_table,
 )
+from ipuplan.rewrite import with_budgets
 from ipuplan.synth import repeat_layers, unroll, with_budget_factor, with_scope
 
 try:  # newer typer carries its own copy of click, whose errors are the ones raised
@@ -90,10 +94,14 @@ def _bound(field, name: str):
 
 
 def _option_parameter(name: str, field) -> inspect.Parameter:
-    """One `OptimizeOptions` field as a typer option: its type, bounds, default and help."""
-    option = typer.Option(help=field.description, min=_bound(field, "ge"), max=_bound(field, "le"))
-    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=field.default,
-                             annotation=Annotated[field.annotation, option])
+    """One `OptimizeOptions` field as a typer option: its type, bounds, default and help. A tuple field is a
+    repeatable option (typer collects a list; the options model makes it a tuple again)."""
+    metavar = (field.json_schema_extra or {}).get("metavar")
+    option = typer.Option(help=field.description, min=_bound(field, "ge"), max=_bound(field, "le"), metavar=metavar)
+    annotation, default = field.annotation, field.default
+    if get_origin(annotation) is tuple:
+        annotation, default = list[get_args(annotation)[0]], []
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[annotation, option])
 
 
 OPTION_PARAMETERS = [_option_parameter(name, field) for name, field in OptimizeOptions.model_fields.items()]
@@ -179,6 +187,10 @@ def graph_command(plan_path: PlanPath) -> None:
         typer.echo(line)
 
 
+ReportFile = Annotated[Path | None, typer.Option(
+    "--report", parser=_output_path, help="Also write the HTML report here (with why the budgets cannot be met).")]
+
+
 @app.command("optimize")
 @one_line_errors
 @takes_optimize_options
@@ -192,24 +204,67 @@ def optimize_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object (the result, or the error).")] = False,
     force: Force = False,
     dump_model: Annotated[Path | None, typer.Option(help="Write the CP-SAT model (text proto) here, for debugging.")] = None,
+    report: ReportFile = None,
 ) -> None:
-    """Minimise the peak per-tile usage and write the rewritten plan (exit 3 if the budgets cannot be met)."""
+    """Minimise the peak per-tile usage (or, with --objective fit, the exchange that meets the budgets) and write
+    the rewritten plan (exit 3 if the budgets cannot be met; with --best-effort the least-bad plan is written)."""
     try:
+        if report is not None:
+            require_writable(report, inputs=(plan_path,), force=force)
         result, target = _optimize(plan_path, options, output, in_place, force, dump_model, quiet=as_json)
     except IpuplanError as error:
-        if as_json:
-            typer.echo(json.dumps({"input": str(plan_path), "status": _failure(error), "error": str(error)}, indent=2))
+        _report_failure(error, plan_path, options, report, as_json)
         raise
+    if report is not None:
+        write_atomically(report, _page(result.plan, result.explanation, result.shortfall))
     if as_json:
         typer.echo(json.dumps(optimize_summary(result, str(plan_path), str(target)), indent=2))
-        return
+    else:
+        _print_result(result, target)
+    if result.best_effort and not result.after.fits_budget:
+        typer.echo(f"does not fit: {result.explanation.line}; the least-bad plan is written to {target}", err=True)
+        raise typer.Exit(3)
+
+
+def _print_result(result, target: Path) -> None:
     stdout.print(optimize_table(result))
     typer.echo(f"left alone ({sum(len(g.members) for g in result.frozen)} values; --json lists each with its reason):")
     for line in frozen_lines(result):
         typer.echo(line)
+    if result.explanation is not None:
+        for line in explanation_lines(result.explanation):
+            typer.echo(line)
+    if result.shortfall:
+        typer.echo(f"the plan exceeds its budgets at {len(result.shortfall)} budget-at-a-step limits:")
+        for line in shortfall_lines(result):
+            typer.echo(line)
     if result.note:
         typer.echo(f"note: {result.note}")
     typer.echo(f"wrote {target}")
+
+
+def _page(plan, explanation, shortfall=()) -> str:
+    """The HTML report of `plan`, with the explanation and the shortfall when there are any."""
+    sections = (explanation_html(explanation, explanation_lines(explanation)),) if explanation is not None else ()
+    return render_html(plan, sections=sections + ((shortfall_html(shortfall),) if shortfall else ()))
+
+
+def _report_failure(error: IpuplanError, plan_path: Path, options: OptimizeOptions, report: Path | None,
+                    as_json: bool) -> None:
+    """Before the one error line: the explanation (indented on stderr, or in the JSON object, and in the report
+    of the input under the budgets it was measured against)."""
+    explanation = getattr(error, "explanation", None)
+    if explanation is not None and report is not None:
+        plan = load_plan(plan_path)
+        write_atomically(report, _page(with_budgets(plan, options.budgets_for(plan)), explanation))
+    if as_json:
+        failure = {"input": str(plan_path), "status": _failure(error), "error": str(error)}
+        if explanation is not None:
+            failure["explanation"] = explanation.summary()
+        typer.echo(json.dumps(failure, indent=2))
+    elif explanation is not None:
+        for line in explanation_lines(explanation):
+            typer.echo(line if line.startswith("  ") else f"  {line}", err=True)
 
 
 def _failure(error: IpuplanError) -> str:
@@ -252,6 +307,43 @@ def _phase_printer(started: float):
         typer.echo(f"  {name:<10} {detail}  ({time.perf_counter() - started:.2f} s)", err=True)
 
     return phase
+
+
+@app.command("sweep")
+@one_line_errors
+@takes_optimize_options
+def sweep_command(
+    plan_path: PlanPath,
+    options: OptimizeOptions,
+    points: Annotated[int, typer.Option(min=1, max=100_000, help="Stop after this many Pareto points.")] = 200,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object (the front, or the error).")] = False,
+    report: Annotated[Path | None, typer.Option(
+        "--report", parser=_output_path, help="Also write the HTML report here, with the plot of the front.")] = None,
+    force: Force = False,
+) -> None:
+    """The trade-off of peak against exchange bytes (the Pareto front under the budgets): how much exchange each
+    KiB of memory costs. --time-limit applies to each point; --objective and --best-effort do not apply."""
+    from ipuplan.sweep import sweep  # the solver's import is paid only by the commands that solve
+
+    try:
+        if report is not None:
+            require_writable(report, inputs=(plan_path,), force=force)
+        plan = load_plan(plan_path)
+        front = sweep(plan, options, max_points=points, on_point=None if as_json else _print_point)
+    except IpuplanError as error:
+        _report_failure(error, plan_path, options, report, as_json)
+        raise
+    if report is not None:
+        write_atomically(report, render_html(with_budgets(plan, options.budgets_for(plan)), sections=(sweep_html(front),)))
+    if as_json:
+        typer.echo(json.dumps({"input": str(plan_path), "status": "ok", **front.summary()}, indent=2))
+        return
+    stdout.print(sweep_table(front))
+    typer.echo(f"{len(front.points)} points in {front.seconds:.2f} s" + (f"; wrote {report}" if report else ""))
+
+
+def _print_point(point) -> None:
+    typer.echo(f"  point  peak {point.peak:>12,}  exchange {point.exchange_bytes:>16,}  {point.seconds:6.2f} s", err=True)
 
 
 @app.command("synth")
@@ -374,7 +466,7 @@ def main(args: list[str] | None = None) -> int:
             if "--json" in (args if args is not None else sys.argv[1:]):  # the promise: one object, always
                 typer.echo(json.dumps({"status": "error", "error": error.format_message()}, indent=2))
         code = 2
-    except (click_errors.Abort, KeyboardInterrupt):
+    except (getattr(click_errors, "Abort", KeyboardInterrupt), KeyboardInterrupt):
         typer.echo("interrupted: nothing written", err=True)
         code = 130
     return code if isinstance(code, int) else 0

@@ -1,7 +1,8 @@
 """Batch exploration: optimise many finalist scopes, rank them, keep every result.
 
 Each plan runs in its own process (or Ray task); a failing plan becomes a row with its
-error and never stops the others. Outputs that are up to date (same input bytes, same
+error and never stops the others (with best effort, a plan that cannot fit is written and its row
+says `best_effort`, with the reason). Outputs that are up to date (same input bytes, same
 settings, output still there) are not recomputed unless `force`.
 """
 
@@ -45,6 +46,8 @@ class ExploreRow:
     fits_before: bool | None = None
     fits_after: bool | None = None
     gap: float | None = None
+    exchange_added: int | None = None
+    """Exchange bytes the movers send beyond the input's (the `fit` objective's figure)."""
     seconds: float = 0.0
     error: str = ""
     input_sha256: str = ""
@@ -108,10 +111,13 @@ def explore_one(path: str, out_dir: str, options: OptimizeOptions) -> ExploreRow
     except OSError as error:
         message = f"{error.filename or source}: {error.strerror}"
         return replace(row, error=message, seconds=time.perf_counter() - started)
+    short = result.best_effort and not result.after.fits_budget
     return replace(
         row,
         output=str(output),
-        status="unchanged" if result.note else result.status.value,
+        status="best_effort" if short else "unchanged" if result.note else result.status.value,
+        error=result.explanation.line if short else "",
+        exchange_added=result.exchange_bytes_added,
         optimized_peak=result.after.raw_peak,
         fits_before=result.before.fits_budget,
         fits_after=result.after.fits_budget,
@@ -163,7 +169,7 @@ def write_summaries(rows: list[ExploreRow], out_dir: Path) -> None:
     records = summary_rows(rows)
     write_atomically(out_dir / SUMMARY_JSON, json.dumps({"rows": records}, indent=2) + "\n")
     columns = ["rank", "scope", "input", "output", "output_sha256", "status", "input_peak", "optimized_peak", "reduction",
-               "fits_before", "fits_after", "gap", "seconds", "skipped", "error"]
+               "fits_before", "fits_after", "exchange_added", "gap", "seconds", "skipped", "error"]
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()

@@ -5,13 +5,16 @@ bounds, help), so an option is spelled once, here.
 
 from __future__ import annotations
 
+import hashlib
 import os
+from pathlib import Path
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ipuplan.budgets import Budgets
 from ipuplan.candidates import Scope
+from ipuplan.costs import Objective
 from ipuplan.errors import IpuplanError
 from ipuplan.format import Plan
 from ipuplan.solvers import Backend, SolverSettings
@@ -30,7 +33,9 @@ def default_workers() -> int:
 class OptimizeOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=False)
 
-    scope: Annotated[Scope, Field(description="Freedom level: storage, or kernels (storage + Gemm families).")] = (
+    scope: Annotated[Scope, Field(
+        description="Freedom level: storage, kernels (storage + Gemm families) or full (kernels, memory classes, "
+                    "any layout of a storage value).")] = (
         Scope.KERNELS
     )
     solver: Annotated[Backend, Field(description="Solver backend (highs needs ipuplan[highs]).")] = Backend.CPSAT
@@ -48,6 +53,17 @@ class OptimizeOptions(BaseModel):
     support_reserve: Annotated[
         int | None, Field(ge=0, le=MAX_BYTES, description="Override support_reserve_bytes.")
     ] = None
+    objective: Annotated[Objective, Field(
+        description="peak: the smallest peak; fit: meet the budgets with the least exchange bytes.")] = Objective.PEAK
+    best_effort: Annotated[bool, Field(
+        description="When the budgets cannot be met, still write the plan with the least excess (exit 3).")] = False
+    keep_classes: Annotated[bool, Field(
+        description="Keep every value's memory class (scope full: leave out the classes level).")] = False
+    freeze: Annotated[tuple[str, ...], Field(
+        description="Keep the layout of the values whose name matches this glob (repeatable).",
+        json_schema_extra={"metavar": "NAME_GLOB"})] = ()
+    pin_file: Annotated[Path | None, Field(
+        description='JSON pins: {"name glob": "layout" | "class", ...}; pinned values keep their layout.')] = None
 
     @property
     def deterministic(self) -> bool:
@@ -67,8 +83,16 @@ class OptimizeOptions(BaseModel):
         return Budgets.of(plan).overridden(self.budget, self.interleaved_budget, self.support_reserve)
 
     def solver_settings(self, dump_model: str | None = None) -> SolverSettings:
-        return SolverSettings(self.time_limit, self.workers or default_workers(), self.seed, self.deterministic, dump_model)
+        return SolverSettings(self.time_limit, self.workers or default_workers(), self.seed, self.deterministic, dump_model,
+                              self.objective)
 
     def fingerprint(self) -> dict:
-        """Every setting that can change the output bytes (the worker count switches determinism)."""
-        return self.model_dump(mode="json")
+        """Every setting that can change the output bytes (the worker count switches determinism), and the
+        pin file's bytes (by sha256: an edited pin file is another setting)."""
+        settings = self.model_dump(mode="json")
+        if self.pin_file is not None:
+            try:
+                settings["pin_file_sha256"] = hashlib.sha256(self.pin_file.read_bytes()).hexdigest()
+            except OSError:
+                settings["pin_file_sha256"] = None
+        return settings

@@ -2,7 +2,9 @@
 
 The timeline shows standard and interleaved usage per step (scratch included, and also
 drawn on its own), the budget lines and the peak step; the anatomy lists what is live at
-the peak step, with bytes and whether the optimiser may move it (and why not).
+the peak step, with bytes and whether the optimiser may move it (and why not). Optional
+sections: why the budgets cannot be met (`explanation_html`), where a best-effort plan exceeds
+them (`shortfall_html`), and the peak / exchange trade-off curve (`sweep_html`).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import html
 import io
 from dataclasses import dataclass
+from itertools import pairwise
 
 from ipuplan.budgets import Budgets
 from ipuplan.candidates import CandidateSpace, FreezeReason, candidate_space
@@ -124,8 +127,9 @@ def against_series(other: Estimate, label: str) -> Series:
 
 
 def render_html(plan: Plan, against: Plan | None = None, against_label: str = "", title: str = "",
-                space: CandidateSpace | None = None) -> str:
-    """The whole report page as one string; `space` labels values free or frozen (default: the kernels scope)."""
+                space: CandidateSpace | None = None, sections: tuple[str, ...] = ()) -> str:
+    """The whole report page as one string; `space` labels values free or frozen (default: the kernels scope);
+    `sections` (HTML) follow the anatomy."""
     facts = plan_facts(plan)
     result = facts.estimate
     series = timeline_series(plan, result)
@@ -174,8 +178,79 @@ fits budget: <b>{'yes' if result.fits_budget else 'no'}</b>.</p>
 <tbody>
 {body_rows}
 </tbody></table>
-</body></html>
+{"".join(sections)}</body></html>
 """
+
+
+def _table(table_id: str, headers: tuple[str, ...], rows: list[tuple]) -> str:
+    """A table whose int cells are right-aligned with thousands separators, and other cells escaped."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "\n".join("<tr>" + "".join(f"<td class='n'>{cell:,}</td>" if isinstance(cell, int) and not isinstance(cell, bool)
+                                      else f"<td>{html.escape(str(cell))}</td>" for cell in row) + "</tr>" for row in rows)
+    return f"<table id='{table_id}'><thead><tr>{head}</tr></thead><tbody>\n{body}\n</tbody></table>\n"
+
+
+def explanation_html(explanation, words: list[str]) -> str:
+    """Why the budgets cannot be met: the conflict's rows, the frozen values that hold each, and `words`
+    (the same plain words the CLI prints)."""
+    steps = [(s.step, s.operation, s.budget, s.budget_bytes, s.needs, s.fixed_bytes, s.scratch,
+              f"{s.free_values} (at least {s.free_least_bytes:,} B)") for s in explanation.steps]
+    holders = [(s.step, h.value_id, h.name, h.memory_class, h.bytes, h.frozen) for s in explanation.steps
+               for h in s.holders]
+    items = "".join(f"<li>{html.escape(line.strip())}</li>" for line in words)
+    return (f"<h2>Why the budgets cannot be met</h2>\n<p id='conflict-line'>{html.escape(explanation.line)}</p>\n"
+            + _table("conflict", ("step", "operation", "budget", "budget bytes", "needs at least", "frozen bytes",
+                                  "of which scratch", "free values"), steps)
+            + "<h3>Frozen values holding each step</h3>\n"
+            + _table("holders", ("step", "value", "name", "class", "bytes", "why frozen"), holders)
+            + f"<ul id='explanation'>{items}</ul>\n")
+
+
+def shortfall_html(shortfall) -> str:
+    """Where a plan (a best-effort one) exceeds its budgets."""
+    rows = [(s.step, s.budget, s.bytes, s.limit, s.over) for s in shortfall]
+    return ("<h2>Where the plan exceeds its budgets</h2>\n"
+            + _table("shortfall", ("step", "budget", "bytes", "limit", "over"), rows))
+
+
+def sweep_html(sweep) -> str:
+    """The peak / exchange front as a plot and a table: how much exchange each KiB of memory costs."""
+    rows = [(p.peak, p.exchange_bytes, p.exchange_added, p.changed_values,
+             "-" if p.exchange_per_kib is None else f"{p.exchange_per_kib:,.0f}") for p in sweep.points]
+    return (f"<h2>How much exchange does each KiB of memory cost</h2>\n<p>{len(sweep.points)} Pareto points of scope "
+            f"{html.escape(sweep.scope)}: the smallest peak with less exchange than the point before, each the least "
+            f"exchange at its peak{'' if sweep.complete else ' (cut short)'}.</p>\n" + _front_svg(sweep.points)
+            + _table("front", ("raw peak", "exchange bytes", "exchange added", "values changed",
+                               "exchange per KiB saved"), rows))
+
+
+def _front_svg(points) -> str:
+    """Exchange bytes against raw peak, as a staircase through the Pareto points."""
+    if not points:
+        return ""
+    low, high = min(p.peak for p in points), max(p.peak for p in points)
+    least, most = min(p.exchange_bytes for p in points), max(p.exchange_bytes for p in points)
+
+    def x(peak: float) -> float:
+        return MARGIN + (WIDTH - 2 * MARGIN) * (peak - low) / max(high - low, 1)
+
+    def y(exchange: float) -> float:
+        return HEIGHT - MARGIN - (HEIGHT - 2 * MARGIN) * (exchange - least) / max(most - least, 1)
+
+    stairs = " ".join(f"{x(b.peak):.1f},{y(a.exchange_bytes):.1f} {x(b.peak):.1f},{y(b.exchange_bytes):.1f}"
+                      for a, b in pairwise(points))
+    dots = "".join(f'<circle class="point" cx="{x(p.peak):.1f}" cy="{y(p.exchange_bytes):.1f}" r="3" '
+                   f'fill="{COLOURS["total"]}"><title>peak {p.peak:,} B, exchange {p.exchange_bytes:,} B</title></circle>'
+                   for p in points)
+    return (f'<svg id="front" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
+            f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="exchange bytes against raw peak">'
+            f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>'
+            f'<polyline fill="none" stroke="{COLOURS["budget"]}" points="{x(points[0].peak):.1f},'
+            f'{y(points[0].exchange_bytes):.1f} {stairs}"/>{dots}'
+            f'<text x="{WIDTH / 2}" y="{HEIGHT - 20}" font-size="11" text-anchor="middle">raw peak per tile: '
+            f'{low / 1024:,.1f} KiB to {high / 1024:,.1f} KiB</text>'
+            f'<text x="14" y="{HEIGHT / 2}" font-size="11" transform="rotate(-90 14 {HEIGHT / 2})" '
+            f'text-anchor="middle">exchange bytes: {least:,} to {most:,}</text></svg>\n')
 
 
 def require_matplotlib() -> None:

@@ -92,7 +92,9 @@ def optimize_table(result) -> Table:
     for name in ("", "input", "ipuplan"):
         table.add_column(name, justify="right" if name else "left")
     rows = [
+        ("objective", "", result.options.objective.value + (" (best effort)" if result.best_effort else "")),
         ("raw peak (std + il)", f"{before.raw_peak:,}", f"{after.raw_peak:,}"),
+        ("exchange bytes (movers send)", f"{result.exchange_before:,}", f"{result.exchange_after:,}"),
         ("peak total (+ exchange rows)", f"{before.peak.total:,}", f"{after.peak.total:,}"),
         ("standard peak", f"{before.peak.standard:,}", f"{after.peak.standard:,}"),
         ("interleaved peak", f"{before.peak.interleaved:,}", f"{after.peak.interleaved:,}"),
@@ -101,7 +103,7 @@ def optimize_table(result) -> Table:
         ("values changed", "", f"{len(result.changes)}"),
         ("exchange bytes added", "", f"{result.exchange_bytes_added:,}"),
         ("solver status", "", solved.status.value),
-        ("bound / gap", "", f"{solved.bound:,} / {_percent(solved.gap)}"),
+        _bound_row(solved),
         ("free groups / candidates", "", f"{result.free_groups} / {result.candidates}"),
         ("steps in model / total", "", f"{solved.steps_kept} / {solved.steps_total}"),
         ("model variables / constraints", "", f"{solved.variables:,} / {solved.constraints:,}"),
@@ -111,6 +113,62 @@ def optimize_table(result) -> Table:
     for row in rows:
         table.add_row(*row)
     return table
+
+
+def _bound_row(solved) -> tuple[str, str, str]:
+    """The bound and gap of the objective's first term: the peak, or with `fit` the exchange bytes."""
+    if solved.exchange_bound is not None:
+        return "exchange bound / gap", "", f"{solved.exchange_bound:,} / {_percent(solved.gap)}"
+    return "bound / gap", "", f"{solved.bound:,} / {_percent(solved.gap)}"
+
+
+def shortfall_lines(result, most: int = 12) -> list[str]:
+    """Where a best-effort plan exceeds its budgets, worst first."""
+    worst = sorted(result.shortfall, key=lambda s: (-s.over, s.step, s.budget))
+    lines = [f"  step {s.step}: {s.budget} {s.bytes:,} B of {s.limit:,} B ({s.over:,} B over)" for s in worst[:most]]
+    if len(worst) > most:
+        lines.append(f"  and {len(worst) - most} more (--json lists each)")
+    return lines
+
+
+def explanation_lines(explanation, holders: int = 6) -> list[str]:
+    """The explanation in plain words, one fact a line (the CLI prints them; the report shows the same)."""
+    proven = "proven minimal: dropping any one lets the rest be met" if explanation.minimal else "not proven minimal"
+    count = len(explanation.steps)
+    if count:
+        lines = [(f"why the budgets cannot be met (scope {explanation.scope}; {count} budget-at-a-step "
+                  f"limit{'s' if count != 1 else ''} no layout meets together, {proven}):")]
+    else:
+        lines = [f"why the budgets cannot be met (scope {explanation.scope}): no minimal conflict was found in time"]
+    while_others = "while the others hold" if count > 1 else "in every layout"
+    for step in explanation.steps:
+        lines += _step_lines(step, holders, while_others)
+    for item in explanation.raises:
+        if item.least is not None:
+            fits = f"{item.least:,} B would fit ({item.options})"
+        else:
+            fits = "raising it alone is not enough" if item.enough_alone is False else "the least that fits was not found in time"
+        lines.append(f"  {item.budget} (now {item.bytes:,} B): {fits}")
+    if explanation.lowest_peak is not None:
+        within = f" within the {' and the '.join(explanation.lowest_within)}" if explanation.lowest_within else ""
+        lines.append(f"  the lowest raw peak any layout reaches{within}: {explanation.lowest_peak:,} B")
+    for freedom in explanation.freedoms:
+        verdict = {True: "the budgets can be met", False: "still does not fit", None: "not decided in time"}[freedom.fits]
+        lines.append(f"  with {freedom.options}: {verdict}")
+    return lines
+
+
+def _step_lines(step, holders: int, while_others: str) -> list[str]:
+    lines = [(f"  step {step.step} ({step.operation}), {step.budget} {step.budget_bytes:,} B: needs at least "
+              f"{step.needs:,} B {while_others}; {step.fixed_bytes:,} B frozen (scratch {step.scratch:,} B), "
+              f"{step.free_values} free values take at least {step.free_least_bytes:,} B")]
+    for holder in step.holders[:holders]:
+        lines.append(f"    value {holder.value_id} {holder.name}: {holder.bytes:,} B {holder.memory_class}, "
+                     f"frozen: {holder.frozen}")
+    if len(step.holders) > holders:
+        rest = step.holders[holders:]
+        lines.append(f"    and {len(rest)} more frozen values, {sum(h.bytes for h in rest):,} B")
+    return lines
 
 
 def frozen_lines(result) -> list[str]:
@@ -157,6 +215,18 @@ def optimize_summary(result, source: str, output: str | None) -> dict:
         "values_changed": len(result.changes),
         "changed_value_ids": [c.value_id for c in result.changes],
         "exchange_bytes_added": result.exchange_bytes_added,
+        "objective": result.options.objective.value,
+        "exchange_bytes_before": result.exchange_before,
+        "exchange_bytes_after": result.exchange_after,
+        "exchange_bound": solved.exchange_bound,
+        "fits_budget": result.after.fits_budget,
+        "best_effort": result.best_effort,
+        "shortfall": [{"step": s.step, "budget": s.budget, "bytes": s.bytes, "limit": s.limit, "over": s.over}
+                      for s in result.shortfall],
+        "explanation": None if result.explanation is None else result.explanation.summary(),
+        "pinned": {"layout": sorted(result.pins.layout), "class": sorted(result.pins.memory_class)},
+        "model_fingerprint": result.model_fingerprint,
+        "solution_fingerprint": result.solution_fingerprint,
         "frozen_groups": len(result.frozen),
         "frozen": [{"values": list(g.members), "rule": g.reason.kind.name.lower(), "reason": str(g.reason)}
                    for g in result.frozen],
@@ -175,6 +245,19 @@ def optimize_summary(result, source: str, output: str | None) -> dict:
             "support_reserve_bytes": result.budgets.support_reserve_bytes,
         },
     }
+
+
+def sweep_table(sweep) -> Table:
+    """The peak / exchange front, smallest peak first, with what each KiB of peak saved costs in exchange."""
+    end = "to its least-exchange end" if sweep.complete else "cut short (--points or the time limit)"
+    table = Table(title=f"ipuplan sweep ({sweep.scope}): {len(sweep.points)} Pareto points, {end}")
+    for name in ("#", "raw peak", "exchange bytes", "exchange added", "values changed", "exchange per KiB saved", "proven"):
+        table.add_column(name, justify="right")
+    for index, point in enumerate(sweep.points, 1):
+        per_kib = "-" if point.exchange_per_kib is None else f"{point.exchange_per_kib:,.0f}"
+        table.add_row(str(index), f"{point.peak:,}", f"{point.exchange_bytes:,}", f"{point.exchange_added:+,}",
+                      str(point.changed_values), per_kib, _yes(point.proven).lower())
+    return table
 
 
 def explore_table(rows) -> Table:

@@ -1,27 +1,32 @@
 """CP-SAT backend: data -> variables -> constraints -> objective -> solve -> extract.
 
 `build_model` turns a `Problem` into a model and a `LayoutChoices` handle; `solve` runs the
-lexicographic objective of REPLAN.md (peak, then exchange bytes and changed values at that
-peak); `explain_infeasible` says which budget cannot be met and the lowest reachable peak.
+objective's phases in order (REPLAN.md: `peak` minimises the peak, then exchange bytes and
+changed values at that peak; `fit` only the latter under the budgets), each phase fixing its
+optimum for the next and hinting its solution. With soft budgets (best effort) a first phase
+minimises the total excess over the budgets. `pareto_front` walks the peak / exchange trade-off;
+`solvers.conflict` explains infeasible budgets.
 """
 
 from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from ipuplan.costs import Problem, StepRow
-from ipuplan.solvers.result import Progress, SolveResult, SolverSettings, SolveStatus
+from ipuplan.costs import Objective, Problem, StepRow, usage_of
+from ipuplan.solvers.result import FrontPoint, Progress, SolveResult, SolverSettings, SolveStatus
 
-_STATUS = {
+STATUS = {
     cp_model.OPTIMAL: SolveStatus.OPTIMAL,
     cp_model.FEASIBLE: SolveStatus.FEASIBLE,
     cp_model.INFEASIBLE: SolveStatus.INFEASIBLE,
     cp_model.UNKNOWN: SolveStatus.NO_SOLUTION,
 }
+SOLVED = (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
 
 
 @dataclass
@@ -33,15 +38,35 @@ class LayoutChoices:
     peak: cp_model.IntVar
     exchange: cp_model.LinearExpr
     changed: cp_model.LinearExpr
+    over: tuple[cp_model.IntVar, ...] = ()
+    """Soft budgets: per limit, how far the worst row may exceed it (empty: the budgets are hard)."""
 
     def chosen(self, solver: cp_model.CpSolver) -> tuple[int, ...]:
-        return tuple(next(c for c, var in enumerate(row) if solver.boolean_value(var)) for row in self.choose)
+        return chosen_candidates(solver, self.choose)
 
     def hint(self, choice: tuple[int, ...]) -> None:
-        self.model.clear_hints()
-        for row, chosen in zip(self.choose, choice):
-            for c, var in enumerate(row):
-                self.model.add_hint(var, c == chosen)
+        hint_choice(self.model, self.choose, choice)
+
+
+def choice_variables(model: cp_model.CpModel, counts: tuple[int, ...]) -> list[list[cp_model.IntVar]]:
+    """One boolean per candidate of each group, exactly one of them true."""
+    choose = [[model.new_bool_var(f"g{g}c{c}") for c in range(count)] for g, count in enumerate(counts)]
+    for row in choose:
+        model.add_exactly_one(row)
+    return choose
+
+
+def chosen_candidates(solver: cp_model.CpSolver, choose) -> tuple[int, ...]:
+    """The candidate per group of the solver's solution (read only when it has one)."""
+    return tuple(next(c for c, var in enumerate(row) if solver.boolean_value(var)) for row in choose)
+
+
+def hint_choice(model: cp_model.CpModel, choose, choice: tuple[int, ...]) -> None:
+    """A complete hint: every candidate boolean of every group."""
+    model.clear_hints()
+    for row, picked in zip(choose, choice):
+        for c, var in enumerate(row):
+            model.add_hint(var, c == picked)
 
 
 def usage_expressions(choose, rows: tuple[StepRow, ...]):
@@ -55,24 +80,27 @@ def usage_expressions(choose, rows: tuple[StepRow, ...]):
         yield row, standard, interleaved
 
 
-def build_model(problem: Problem) -> LayoutChoices:
-    """Variables: one-hot candidate choice per group, and the peak. Constraints: the budget limits per kept step."""
+def build_model(problem: Problem, soft: bool = False) -> LayoutChoices:
+    """Variables: one-hot candidate choice per group, and the peak. Constraints: the budget limits per kept step.
+
+    `soft`: each limit gets an excess variable (XLA's "overbudget") that its rows may use, instead
+    of being hard; plain rows either way, no enforcement literal (CP-SAT 9.15 issue #5293).
+    """
     model = cp_model.CpModel()
-    choose = [[model.new_bool_var(f"g{g}c{c}") for c in range(count)] for g, count in enumerate(problem.candidate_counts)]
-    for row in choose:
-        model.add_exactly_one(row)
+    choose = choice_variables(model, problem.candidate_counts)
     floor, ceiling = problem.lower_bound(), problem.upper_bound()
     peak = model.new_int_var(min(floor, ceiling), max(floor, ceiling), "peak")
+    over = tuple(model.new_int_var(0, max(ceiling * 2, 1), f"over_{limit.name}") for limit in problem.limits) if soft else ()
     for _, standard, interleaved in usage_expressions(choose, problem.rows):
         model.add(standard + interleaved <= peak)
-        for limit in problem.limits:
-            model.add(limit.usage(standard, interleaved) <= limit.bytes)
+        for index, limit in enumerate(problem.limits):
+            model.add(limit.usage(standard, interleaved) - (over[index] if soft else 0) <= limit.bytes)
     exchange = sum(cp_model.LinearExpr.weighted_sum(row, list(costs)) for row, costs in zip(choose, problem.exchange))
     changed = sum(
         cp_model.LinearExpr.weighted_sum([v for c, v in enumerate(row) if c != original], [size] * (len(row) - 1))
         for row, original, size in zip(choose, problem.input_choice, problem.group_sizes)
     )
-    return LayoutChoices(model, choose, peak, exchange, changed)
+    return LayoutChoices(model, choose, peak, exchange, changed, over)
 
 
 class _Watcher(cp_model.CpSolverSolutionCallback):
@@ -126,88 +154,121 @@ def _run(choices: LayoutChoices, settings: SolverSettings, seconds: float, phase
     status = solver.solve(choices.model, watcher)
     if status == cp_model.MODEL_INVALID:
         raise RuntimeError(f"CP-SAT rejected the model: {choices.model.validate()}")
-    return solver, _STATUS[status], watcher.first
+    return solver, STATUS[status], watcher.first
 
 
-def _in_exchange_bytes(progress: Progress | None, weight: int) -> Progress | None:
-    """Phase 2's objective is exchange x weight + changes: report it in exchange bytes."""
-    if progress is None:
-        return None
+def _scaled(progress: Progress | None, weight: int) -> Progress | None:
+    """A phase whose objective is a term x weight + a tie-breaker reports the term alone."""
+    if progress is None or weight == 1:
+        return progress
     return lambda phase, objective, bound, elapsed: progress(phase, objective // weight, bound // weight, elapsed)
 
 
-def solve(problem: Problem, settings: SolverSettings, progress: Progress | None = None) -> SolveResult:
-    """Phase 1 minimises the peak; phase 2 fixes it and minimises exchange bytes, then changed values."""
+@dataclass(frozen=True)
+class Phase:
+    """One term of a lexicographic objective: minimised, then fixed at its optimum for the next phase."""
+
+    name: str
+    expression: cp_model.LinearExprT
+    weight: int = 1
+    """The expression is the term x weight + a tie-breaker below the weight: progress shows the term."""
+
+
+def phases(choices: LayoutChoices, problem: Problem, objective: Objective) -> list[Phase]:
+    """The objective's terms in order (costs.OBJECTIVES); soft budgets put the total excess first."""
+    weight = sum(problem.group_sizes) + 1
+    exchange = Phase("exchange", choices.exchange * weight + choices.changed, weight)
+    ordered = [Phase("peak", choices.peak), exchange] if objective == Objective.PEAK else [exchange]
+    return ([Phase("excess", sum(choices.over))] if choices.over else []) + ordered
+
+
+@dataclass(frozen=True)
+class PhaseOutcome:
+    phase: Phase
+    status: SolveStatus
+    value: int
+    bound: int
+
+
+def _phase_seconds(limit: float, before_last: int, elapsed: float, last: bool) -> float:
+    """Phases before the last share 80% of the limit; the last gets what is left, at least 20%."""
+    return max(limit - elapsed, limit * 0.2) if last else limit * 0.8 / before_last
+
+
+def run_phases(choices: LayoutChoices, ordered: list[Phase], settings: SolverSettings, progress, built: float):
+    """Each phase in turn from the hinted start: (outcomes, last choice, first-solution seconds); stops at
+    the first phase without a solution (its outcome has value 0)."""
+    outcomes: list[PhaseOutcome] = []
+    choice, first = None, None
+    for index, phase in enumerate(ordered):
+        last = index == len(ordered) - 1
+        seconds = _phase_seconds(settings.time_limit, len(ordered) - 1, time.perf_counter() - built, last)
+        choices.model.minimize(phase.expression)
+        if choice is not None:
+            choices.hint(choice)
+        elif settings.dump_model:
+            choices.model.export_to_file(settings.dump_model)
+        solver, status, found = _run(choices, settings, seconds, phase.name, _scaled(progress, phase.weight), built)
+        first = found if index == 0 else first
+        if status not in SOLVED:
+            bound = int(solver.best_objective_bound) if status == SolveStatus.NO_SOLUTION else 0
+            outcomes.append(PhaseOutcome(phase, status, 0, bound // phase.weight))
+            break
+        value = int(solver.objective_value)
+        outcomes.append(PhaseOutcome(phase, status, value // phase.weight, int(solver.best_objective_bound) // phase.weight))
+        choice = choices.chosen(solver)
+        if not last:
+            choices.model.add(phase.expression <= value)
+    return outcomes, choice, first
+
+
+def solve(problem: Problem, settings: SolverSettings, progress: Progress | None = None, soft: bool = False) -> SolveResult:
+    """The objective's phases in order (`peak`: the peak, then exchange bytes and changed values at that
+    peak; `fit`: exchange bytes and changed values under the budgets); `soft`: least total excess first."""
     started = time.perf_counter()
-    choices = build_model(problem)
+    choices = build_model(problem, soft)
     choices.hint(problem.input_choice)
-    choices.model.minimize(choices.peak)
-    if settings.dump_model:
-        choices.model.export_to_file(settings.dump_model)
+    ordered = phases(choices, problem, settings.objective)
     built = time.perf_counter()
     proto = choices.model.proto
     sizes = {"variables": len(proto.variables), "constraints": len(proto.constraints), "steps_kept": len(problem.rows),
-                 "steps_total": problem.steps_total, "build_seconds": built - started}
-    solver, status, first = _run(choices, settings, settings.time_limit * 0.8, "peak", progress, built)
-    if status in (SolveStatus.INFEASIBLE, SolveStatus.NO_SOLUTION):
-        bound = int(solver.best_objective_bound) if status == SolveStatus.NO_SOLUTION else 0
-        return SolveResult(status, problem.input_choice, None, bound, solve_seconds=time.perf_counter() - built,
-                           first_solution_seconds=first, **sizes)
-    best_peak, bound, choice = int(solver.objective_value), int(solver.best_objective_bound), choices.chosen(solver)
-    choices.model.add(choices.peak <= best_peak)
-    weight = sum(problem.group_sizes) + 1
-    choices.model.minimize(choices.exchange * weight + choices.changed)
-    choices.hint(choice)
-    remaining = max(settings.time_limit - (time.perf_counter() - built), settings.time_limit * 0.2)
-    solver2, status2, _ = _run(choices, settings, remaining, "exchange", _in_exchange_bytes(progress, weight), built)
-    if status2 in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
-        choice = choices.chosen(solver2)
-    return SolveResult(status, choice, best_peak, bound, solve_seconds=time.perf_counter() - built,
-                       first_solution_seconds=first, exchange_bytes=problem.exchange_of(choice),
-                       changed_values=problem.changed_of(choice), **sizes)
+             "steps_total": problem.steps_total, "build_seconds": built - started}
+    outcomes, choice, first = run_phases(choices, ordered, settings, progress, built)
+    by_name = {outcome.phase.name: outcome for outcome in outcomes}
+    head = outcomes[0]
+    peak_bound = by_name["peak"].bound if "peak" in by_name else (problem.lower_bound() if choice else 0)
+    timing = {"solve_seconds": time.perf_counter() - built, "first_solution_seconds": first}
+    if choice is None:
+        return SolveResult(head.status, problem.input_choice, None, peak_bound, objective=settings.objective,
+                           **timing, **sizes)
+    exchange = by_name.get("exchange")
+    usage = usage_of(problem.rows, choice)
+    return SolveResult(head.status, choice, usage.peak, peak_bound, exchange_bytes=problem.exchange_of(choice),
+                       changed_values=problem.changed_of(choice), objective=settings.objective,
+                       exchange_bound=exchange.bound if exchange is not None and settings.objective == Objective.FIT
+                       else None, excess=usage.worst_excess(problem.limits) if soft else (), **timing, **sizes)
 
 
-def _single_worker(seconds: float) -> cp_model.CpSolver:
-    solver = cp_model.CpSolver()
-    solver.parameters.num_workers = 1
-    solver.parameters.max_time_in_seconds = max(seconds, 1.0)
-    return solver
-
-
-def explain_infeasible(problem: Problem, seconds: float) -> str:
-    """Which budget at which step cannot be met, by how much, and the lowest reachable peak.
-
-    Slack per budget row and minimise their sum: no enforcement literals on byte-sized rows
-    (the CP-SAT 9.15 issue #5293), and every row with slack is a budget that cannot be met.
-    """
-    unbudgeted = problem.without_budgets()
-    probe = build_model(unbudgeted)
-    model = probe.model
-    slacks = []
-    for row, standard, interleaved in usage_expressions(probe.choose, problem.rows):
-        for limit in problem.limits:
-            slack = model.new_int_var(0, max(row.bounds()[1], 1), f"slack_{limit.name}_{row.step}")
-            model.add(limit.usage(standard, interleaved) - slack <= limit.bytes)
-            slacks.append((limit, row.step, slack))
-    model.minimize(sum(s for *_, s in slacks))
-    solver = _single_worker(seconds)
-    solver.solve(model)
-    violated = sorted(
-        ((solver.value(s), limit.name, limit.bytes, step) for limit, step, s in slacks if solver.value(s) > 0), reverse=True
-    )
-    lowest = f"the lowest raw peak any layout reaches is {lowest_peak(unbudgeted, seconds):,} bytes"
-    if not violated:
-        return f"the budgets cannot be met together; {lowest}"
-    excess, label, limit, step = violated[0]
-    others = len(violated) - 1
-    more = f" ({others} other budget-at-a-step limit{'s are' if others > 1 else ' is'} exceeded too)" if others else ""
-    return f"the {label} ({limit:,} bytes) cannot be met at step {step}: it needs at least {limit + excess:,}{more}; {lowest}"
-
-
-def lowest_peak(problem: Problem, seconds: float) -> int:
-    """The best bound CP-SAT proves on the peak within `seconds`."""
-    choices = build_model(problem)
-    choices.model.minimize(choices.peak)
-    solver = _single_worker(seconds)
-    solver.solve(choices.model)
-    return int(solver.best_objective_bound)
+def pareto_front(problem: Problem, settings: SolverSettings, max_points: int,
+                 on_point: Callable[[FrontPoint], None] | None = None) -> tuple[list[FrontPoint], bool]:
+    """The peak / exchange front from the smallest peak on (epsilon-constraint): each point minimises the
+    peak with exchange below the previous point's, then the exchange at that peak; each solve starts
+    from the previous point's layouts. Returns (points, whether the front was walked to its end)."""
+    points: list[FrontPoint] = []
+    hint = problem.input_choice
+    while len(points) < max_points:
+        started = time.perf_counter()
+        choices = build_model(problem)
+        if points:
+            choices.model.add(choices.exchange <= points[-1].exchange_bytes - 1)
+        choices.hint(hint)
+        outcomes, choice, _ = run_phases(choices, phases(choices, problem, Objective.PEAK), settings, None, started)
+        if choice is None:
+            return points, outcomes[0].status == SolveStatus.INFEASIBLE
+        proven = all(outcome.status == SolveStatus.OPTIMAL for outcome in outcomes)
+        points.append(FrontPoint(choice, usage_of(problem.rows, choice).peak, problem.exchange_of(choice),
+                                 problem.changed_of(choice), proven, time.perf_counter() - started))
+        if on_point is not None:
+            on_point(points[-1])
+        hint = choice
+    return points, False

@@ -1,4 +1,5 @@
-"""Greedy backend: from the input, repeatedly make the single switch that lowers (budget excess, peak) most.
+"""Greedy backend: from the input, repeatedly make the single switch that lowers (budget excess, peak) most
+(with the `fit` objective: (budget excess, exchange bytes)).
 
 Switches are tried for the groups live at the peak step, or at the step most over budget. A
 baseline to measure CP-SAT against, on the same `Problem`.
@@ -10,25 +11,29 @@ import time
 
 import numpy as np
 
-from ipuplan.costs import Problem, Usage, usage_of
+from ipuplan.costs import Objective, Problem, Usage, usage_of
 from ipuplan.solvers.result import Progress, SolveResult, SolverSettings, SolveStatus
 
 
-def greedy_choice(problem: Problem) -> tuple[int, ...]:
+def greedy_choice(problem: Problem, objective: Objective = Objective.PEAK) -> tuple[int, ...]:
     choice = list(problem.input_choice)
     if not problem.rows:
         return tuple(choice)
+
+    def score(trial: tuple[int, ...], usage: Usage) -> tuple[int, int]:
+        second = problem.exchange_of(trial) if objective == Objective.FIT else usage.peak
+        return usage.violation(problem.limits), second
+
     current = usage_of(problem.rows, tuple(choice))
     while True:
         focus = problem.rows[_focus_row(current, problem)]
-        best = ((current.violation(problem.limits), current.peak), None)
+        best = (score(tuple(choice), current), None)
         for g, _, _ in focus.terms:
             for c in range(problem.candidate_counts[g]):
                 trial = tuple(c if k == g else x for k, x in enumerate(choice))
-                usage = usage_of(problem.rows, trial)
-                score = (usage.violation(problem.limits), usage.peak)
-                if score < best[0]:
-                    best = (score, (g, c))
+                trial_score = score(trial, usage_of(problem.rows, trial))
+                if trial_score < best[0]:
+                    best = (trial_score, (g, c))
         if best[1] is None:
             return tuple(choice)
         g, c = best[1]
@@ -47,7 +52,8 @@ def _focus_row(usage: Usage, problem: Problem) -> int:
 def solve(problem: Problem, settings: SolverSettings, progress: Progress | None = None) -> SolveResult:
     """The greedy choice; optimal when it meets the lower bound, no solution when it breaks a budget."""
     started = time.perf_counter()
-    choice = greedy_choice(problem)
+    fit = settings.objective == Objective.FIT
+    choice = greedy_choice(problem, settings.objective)
     usage = usage_of(problem.rows, choice)
     bound = problem.lower_bound()
     seconds = time.perf_counter() - started
@@ -56,7 +62,11 @@ def solve(problem: Problem, settings: SolverSettings, progress: Progress | None 
     sizes = {"variables": 0, "constraints": 0, "steps_kept": len(problem.rows), "steps_total": problem.steps_total,
                  "build_seconds": 0.0, "solve_seconds": seconds, "first_solution_seconds": seconds}
     if usage.violation(problem.limits):
-        return SolveResult(SolveStatus.NO_SOLUTION, problem.input_choice, None, bound, **sizes)
-    status = SolveStatus.OPTIMAL if usage.peak == bound else SolveStatus.FEASIBLE
-    return SolveResult(status, choice, usage.peak, bound, exchange_bytes=problem.exchange_of(choice),
-                       changed_values=problem.changed_of(choice), **sizes)
+        return SolveResult(SolveStatus.NO_SOLUTION, problem.input_choice, None, bound, objective=settings.objective,
+                           **sizes)
+    least_exchange = sum(min(costs) for costs in problem.exchange)
+    exchange = problem.exchange_of(choice)
+    proven = exchange == least_exchange if fit else usage.peak == bound
+    return SolveResult(SolveStatus.OPTIMAL if proven else SolveStatus.FEASIBLE, choice, usage.peak, bound,
+                       exchange_bytes=exchange, changed_values=problem.changed_of(choice), objective=settings.objective,
+                       exchange_bound=least_exchange if fit else None, **sizes)

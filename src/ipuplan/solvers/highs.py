@@ -1,6 +1,7 @@
 """HiGHS backend: the same one-hot model as CP-SAT, as a MIP through SciPy (`pip install 'ipuplan[highs]'`).
 
 Phase 1 minimises the peak; phase 2 fixes it and minimises exchange bytes x weight + changed values.
+The `fit` objective is phase 2 alone, under the budgets.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import time
 
 import numpy as np
 
-from ipuplan.costs import Problem, usage_of
+from ipuplan.costs import Objective, Problem, usage_of
 from ipuplan.errors import IpuplanError
 from ipuplan.solvers.result import Progress, SolveResult, SolverSettings, SolveStatus
 
@@ -96,20 +97,48 @@ def _dual_bound(result) -> int:
     return int(np.ceil(dual - 1e-6)) if dual is not None and np.isfinite(dual) else 0
 
 
+def _sizes(problem: Problem) -> dict:
+    return {"variables": sum(problem.candidate_counts) + 1, "steps_kept": len(problem.rows), "build_seconds": 0.0,
+            "constraints": len(problem.candidate_counts) + len(problem.rows) * (1 + len(problem.limits)),
+            "steps_total": problem.steps_total}
+
+
+def _no_choice(problem: Problem, result, bound: int, elapsed: float, objective: Objective) -> SolveResult:
+    status = SolveStatus.INFEASIBLE if result.status == 2 else SolveStatus.NO_SOLUTION
+    return SolveResult(status, problem.input_choice, None, bound, solve_seconds=elapsed, first_solution_seconds=None,
+                       objective=objective, **_sizes(problem))
+
+
+def _fit(problem: Problem, settings: SolverSettings, progress: Progress | None) -> SolveResult:
+    """Exchange bytes x weight + changed values under the budgets, in one MIP."""
+    started = time.perf_counter()
+    weight = sum(problem.group_sizes) + 1
+    result, choice = _run(problem, _phase_two_objective(problem, weight), None, settings.time_limit)
+    elapsed = time.perf_counter() - started
+    if choice is None:
+        return _no_choice(problem, result, 0, elapsed, Objective.FIT)
+    exchange, bound = problem.exchange_of(choice), _dual_bound(result) // weight
+    if progress is not None:
+        progress("exchange", exchange, bound, elapsed)
+    status = SolveStatus.OPTIMAL if result.status == 0 else SolveStatus.FEASIBLE
+    return SolveResult(status, choice, usage_of(problem.rows, choice).peak, problem.lower_bound(), solve_seconds=elapsed,
+                       first_solution_seconds=elapsed, exchange_bytes=exchange, changed_values=problem.changed_of(choice),
+                       objective=Objective.FIT, exchange_bound=exchange if status == SolveStatus.OPTIMAL else bound,
+                       **_sizes(problem))
+
+
 def solve(problem: Problem, settings: SolverSettings, progress: Progress | None = None) -> SolveResult:
+    if settings.objective == Objective.FIT:
+        return _fit(problem, settings, progress)
     started = time.perf_counter()
     count = sum(problem.candidate_counts) + 1
     peak_objective = np.zeros(count)
     peak_objective[-1] = 1.0
     first, choice = _run(problem, peak_objective, None, settings.time_limit * 0.8)
     elapsed = time.perf_counter() - started
-    sizes = {"variables": count, "constraints": len(problem.candidate_counts) + len(problem.rows) * (1 + len(problem.limits)),
-                 "steps_kept": len(problem.rows), "steps_total": problem.steps_total, "build_seconds": 0.0}
     bound = _dual_bound(first)
     if choice is None:
-        status = SolveStatus.INFEASIBLE if first.status == 2 else SolveStatus.NO_SOLUTION
-        return SolveResult(status, problem.input_choice, None, bound, solve_seconds=elapsed,
-                           first_solution_seconds=None, **sizes)
+        return _no_choice(problem, first, bound, elapsed, Objective.PEAK)
     peak = usage_of(problem.rows, choice).peak
     if progress is not None:
         progress("peak", peak, bound, elapsed)
@@ -120,4 +149,5 @@ def solve(problem: Problem, settings: SolverSettings, progress: Progress | None 
     choice = improved or choice
     return SolveResult(status, choice, peak, bound if status != SolveStatus.OPTIMAL else peak,
                        solve_seconds=time.perf_counter() - started, first_solution_seconds=elapsed,
-                       exchange_bytes=problem.exchange_of(choice), changed_values=problem.changed_of(choice), **sizes)
+                       exchange_bytes=problem.exchange_of(choice), changed_values=problem.changed_of(choice),
+                       **_sizes(problem))

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
+from ipuplan.costs import Objective
+
 Progress = Callable[[str, int, int, float], None]
 """Called on every improving solution: phase, objective, bound, seconds since the solve began."""
 
@@ -29,6 +31,7 @@ class SolverSettings:
     """One worker and a deterministic time limit: the same answer on every run."""
     dump_model: str | None = None
     """Write the phase-1 model (CP-SAT text proto) here, for debugging."""
+    objective: Objective = Objective.PEAK
 
 
 @dataclass(frozen=True)
@@ -47,9 +50,32 @@ class SolveResult:
     steps_total: int
     exchange_bytes: int = 0
     changed_values: int = 0
+    objective: Objective = Objective.PEAK
+    exchange_bound: int | None = None
+    """With the fit objective: the proven lower bound on exchange bytes."""
+    excess: tuple[int, ...] = ()
+    """Soft budgets (best effort): per budget limit, the most any step exceeds it."""
 
     @property
     def gap(self) -> float | None:
+        """Of the objective's first term: the peak, or with `fit` the exchange bytes."""
+        if self.objective == Objective.FIT:
+            if self.peak is None or self.exchange_bound is None or self.exchange_bytes == 0:
+                return None if self.peak is None else 0.0
+            return (self.exchange_bytes - self.exchange_bound) / self.exchange_bytes
         if self.peak is None or self.peak == 0:
             return None
         return (self.peak - self.bound) / self.peak
+
+
+@dataclass(frozen=True)
+class FrontPoint:
+    """One point of the peak / exchange trade-off: no choice has a lower peak at this exchange or less."""
+
+    choice: tuple[int, ...]
+    peak: int
+    exchange_bytes: int
+    changed_values: int
+    proven: bool
+    """Both its solves (peak under the exchange cap, then exchange at that peak) proven optimal."""
+    seconds: float

@@ -1,0 +1,341 @@
+"""Issue 13: the fit objective, best effort, the minimal explanation of infeasible budgets, the peak /
+exchange sweep, pins and fingerprints. Hand-made problems with answers worked out by hand (checked
+again by brute force), and real outcomes on the reference plan."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from importlib.util import find_spec
+
+import numpy as np
+import pytest
+from reference import MODELS, REFERENCE
+from typer.testing import CliRunner
+
+from ipuplan import InfeasibleBudget, load_plan
+from ipuplan.budgets import Budgets, Limit
+from ipuplan.candidates import Freeze, candidate_space
+from ipuplan.check import check
+from ipuplan.cli import app
+from ipuplan.costs import Objective, Problem, StepRow, problem_of, usage_of
+from ipuplan.errors import PlanError
+from ipuplan.explain import BudgetConflict
+from ipuplan.facts import plan_facts
+from ipuplan.optimizer import optimize
+from ipuplan.solvers import SolverSettings, SolveStatus, explain_infeasible, solve, solve_soft
+from ipuplan.solvers import conflict as conflicts
+from ipuplan.sweep import sweep
+
+runner = CliRunner()
+SETTINGS = SolverSettings(time_limit=5, workers=1, deterministic=True)
+FIT = SolverSettings(time_limit=5, workers=1, deterministic=True, objective=Objective.FIT)
+HIGHS = pytest.param("highs", marks=pytest.mark.skipif(find_spec("scipy") is None, reason="HiGHS needs SciPy"))
+CHIP6 = MODELS / "vit-so400m-6layers-chip.json"
+
+
+def b(*numbers: int) -> np.ndarray:
+    return np.array(numbers, dtype=np.int64)
+
+
+def problem(rows, counts, *, exchange=None, limits=(), sizes=None) -> Problem:
+    return Problem(counts, (0,) * len(counts), sizes or (1,) * len(counts), tuple(rows),
+                   exchange or tuple((0,) * n for n in counts), limits, len(rows))
+
+
+def holds(p: Problem, choice, pairs) -> bool:
+    """Exact integers, written here apart from the module under test."""
+    usage = usage_of(p.rows, choice)
+    return all(p.limits[k].usage(int(usage.standard[r]), int(usage.interleaved[r])) <= p.limits[k].bytes
+               for r, k in pairs)
+
+
+def every_choice(p: Problem):
+    return itertools.product(*(range(n) for n in p.candidate_counts))
+
+
+# One group over 20 constant standard bytes; candidate 0 (input) 100 standard, 1: 40 standard, 2: 45
+# interleaved; the movers send 0, 900 and 300 bytes. Peaks 120, 60, 65.
+ONE = problem([StepRow(7, 20, 0, ((0, b(100, 40, 0), b(0, 0, 45)),))], (3,), exchange=((0, 900, 300),))
+
+
+@pytest.mark.parametrize("backend", ["cpsat", HIGHS, "greedy"])
+def test_fit_keeps_an_input_that_fits_and_peak_does_not(backend):
+    roomy = Problem(**{**vars(ONE), "limits": Budgets(400, 200, 0).limits})
+    assert solve(roomy, SETTINGS, backend).choice == (1,)  # the smallest peak, 900 bytes of exchange
+    fitted = solve(roomy, FIT, backend)
+    assert (fitted.choice, fitted.exchange_bytes, fitted.peak, fitted.objective) == ((0,), 0, 120, Objective.FIT)
+    assert fitted.status == SolveStatus.OPTIMAL and fitted.gap == 0.0
+
+
+@pytest.mark.parametrize("backend", ["cpsat", HIGHS])
+def test_fit_pays_the_least_exchange_that_meets_the_budgets(backend):
+    # standard <= 60, interleaved <= 50, total <= 70 exclude the input (120); candidates 1 (900 bytes sent)
+    # and 2 (300) both fit: fit takes 2, peak takes 1 (peak 60 < 65) whatever it sends.
+    tight = Problem(**{**vars(ONE), "limits": Budgets(110, 50, 40).limits})
+    fitted = solve(tight, FIT, backend)
+    assert (fitted.choice, fitted.exchange_bytes, fitted.exchange_bound) == ((2,), 300, 300)
+    assert solve(tight, SETTINGS, backend).choice == (1,)
+
+
+# Budgets(60, 30, 0): standard <= 30, interleaved <= 30, total <= 60. Every candidate breaks one; the
+# worst excess per budget (standard, interleaved, total): 0: (90, 0, 60), 1: (30, 0, 0), 2: (0, 15, 5).
+INFEASIBLE = Problem(**{**vars(ONE), "limits": Budgets(60, 30, 0).limits})
+
+
+def test_soft_budgets_find_the_least_total_excess():
+    best = solve_soft(INFEASIBLE, SETTINGS)
+    assert (best.choice, best.excess, best.peak) == ((2,), (0, 15, 5), 65)
+    brute = min(every_choice(INFEASIBLE), key=lambda c: sum(usage_of(INFEASIBLE.rows, c).worst_excess(INFEASIBLE.limits)))
+    assert best.choice == brute
+
+
+def test_minimal_conflict_is_minimal_by_brute_force():
+    found = conflicts.minimal_conflict(INFEASIBLE, 5)
+    pairs = [(row.row, row.limit) for row in found.rows]
+    # class budgets first: {standard, interleaved} at step 7 (standard + total would do too)
+    assert pairs == [(0, 0), (0, 1)] and found.minimal
+    assert {row.limit: row.need.low for row in found.rows} == {0: 60, 1: 45}
+    assert not any(holds(INFEASIBLE, c, pairs) for c in every_choice(INFEASIBLE))
+    for dropped in pairs:
+        assert any(holds(INFEASIBLE, c, [p for p in pairs if p != dropped]) for c in every_choice(INFEASIBLE))
+
+
+def test_the_one_line_says_what_a_row_needs_while_the_others_hold():
+    text = explain_infeasible(INFEASIBLE, 2)
+    assert text == ("the interleaved budget (30 bytes) cannot be met at step 7: it needs at least 45 unless the "
+                    "standard budget (30 bytes) is exceeded at step 7; the lowest raw peak any layout reaches is 60 bytes")
+
+
+def test_lowest_peak_is_measured_within_the_class_budgets_the_conflict_leaves_alone():
+    # Candidate 0 peaks at 150 but puts 100 bytes in interleaved memory; candidate 1 peaks at 170, all standard.
+    # Interleaved <= 60 and total <= 140: the total alone cannot be met (150 > 140), and within the
+    # interleaved budget the lowest peak is 170, not the 150 that breaks it.
+    capped = problem([StepRow(3, 0, 0, ((0, b(50, 170), b(100, 0)),))], (2,),
+                     limits=(Limit("standard budget", 1, 0, 300), Limit("interleaved budget", 0, 1, 60),
+                             Limit("total budget less support reserve", 1, 1, 140)))
+    text = explain_infeasible(capped, 2)
+    assert text.startswith("the total budget less support reserve (140 bytes) cannot be met at step 3: it needs at "
+                           "least 150 in every layout")
+    assert text.endswith("within the standard budget and the interleaved budget is 170 bytes")
+    assert conflicts.least_budget(capped, 2, 2).high == 170  # with the interleaved budget as it is
+
+
+def test_no_value_is_read_when_the_solver_has_no_answer(monkeypatch):
+    class Silent:
+        """A solver that never finds anything; reading a value from it is the bug this guards against."""
+
+        parameters = type("Parameters", (), {})()
+        best_objective_bound = 0.0
+
+        def solve(self, model):
+            from ortools.sat.python import cp_model
+
+            return cp_model.UNKNOWN
+
+        def value(self, *_):
+            raise AssertionError("read a value without a solution")
+
+        boolean_value = objective_value = value
+
+    monkeypatch.setattr(conflicts, "_single_worker", lambda seconds, presolve=True: Silent())
+    assert conflicts.minimal_conflict(INFEASIBLE, 1) is None
+    assert "no minimal conflict proven" in explain_infeasible(INFEASIBLE, 1)
+    assert "was not found in time" in explain_infeasible(INFEASIBLE, 1)
+
+
+def _reference_problem(reference_plan, budget: int, interleaved: int, scope: str = "kernels"):
+    facts = plan_facts(reference_plan, Budgets(budget, interleaved, reference_plan.support_reserve_bytes))
+    return problem_of(facts, candidate_space(facts, scope))
+
+
+@pytest.mark.parametrize(
+    ("budget", "interleaved", "expected"),
+    [
+        (243_311, 120_000, [(29, "total budget less support reserve", 194_160)]),  # one byte under the optimum
+        (586_960, 494_305, [(28, "standard budget", 92_656)]),  # the standard region one byte short
+        (230_000, 72_831, [(45, "standard budget", 177_136), (47, "interleaved budget", 72_832)]),  # interleaved cap
+    ],
+)
+def test_reference_conflicts_are_minimal_with_exact_integers(reference_plan, budget, interleaved, expected):
+    p = _reference_problem(reference_plan, budget, interleaved)
+    found = conflicts.minimal_conflict(p, 5)
+    assert found.minimal and found.seconds < 5
+    pairs = [(row.row, row.limit) for row in found.rows]
+    assert [(p.rows[r].step, p.limits[k].name, row.need.low) for (r, k), row in zip(pairs, found.rows)] == expected
+    assert conflicts.least(p, [], pairs, 5) is None  # no layout meets them together (a plain model, no literal)
+    for (r, k), row in zip(pairs, found.rows):
+        others = [pair for pair in pairs if pair != (r, k)]
+        assert holds(p, row.need.choice, others) and not holds(p, row.need.choice, [(r, k)])  # dropping it fits
+        assert row.need.exact  # and that is the least this row needs while the others hold
+
+
+def test_reference_one_byte_under_the_optimum_is_explained_in_plain_words(reference_plan):
+    with pytest.raises(BudgetConflict) as caught:
+        optimize(reference_plan, workers=1, budget=243_311, interleaved_budget=120_000, time_limit=5)
+    explanation = caught.value.explanation
+    assert isinstance(caught.value, InfeasibleBudget) and caught.value.exit_code == 3
+    assert explanation.minimal and explanation.seconds < 5
+    (step,) = explanation.steps
+    assert (step.step, step.needs, step.budget_bytes) == (29, 194_160, 194_159)
+    assert step.holders and all(h.frozen for h in step.holders) and step.fixed_bytes + step.free_least_bytes <= 194_160
+    (raised,) = explanation.raises
+    assert (raised.least, raised.options) == (194_160, "--budget 243312")
+    assert optimize(reference_plan, workers=1, budget=243_312, interleaved_budget=120_000).after.fits_budget
+
+
+def test_a_budget_that_cannot_fit_alone_is_said_so_in_words_and_html(reference_plan):
+    from ipuplan.page import explanation_html
+    from ipuplan.report import explanation_lines
+
+    with pytest.raises(BudgetConflict) as caught:
+        optimize(reference_plan, workers=1, budget=230_000, interleaved_budget=72_831, time_limit=5)
+    explanation = caught.value.explanation
+    # the total (180,848 B) is below the lowest peak (194,160 B): neither class budget fits by itself
+    assert [(r.budget, r.least, r.enough_alone) for r in explanation.raises] == [
+        ("standard budget", None, False), ("interleaved budget", None, False)]
+    words = explanation_lines(explanation)
+    assert "  interleaved budget (now 72,831 B): raising it alone is not enough" in words
+    assert "the lowest raw peak any layout reaches: 194,160 B" in words[-2]
+    assert explanation_html(explanation, words).count("<tr>") == 2 + len(explanation.steps) + sum(
+        len(s.holders) for s in explanation.steps)
+
+
+def test_wider_freedom_is_named_when_it_fits():
+    with pytest.raises(BudgetConflict) as caught:
+        optimize(load_plan(CHIP6), workers=1, time_limit=5)
+    explanation = caught.value.explanation
+    assert [(f.options, f.fits) for f in explanation.freedoms] == [("--scope full", True)]
+    assert explanation.steps[0].budget == "standard budget" and explanation.seconds < 5
+
+
+def test_best_effort_writes_the_least_excess_plan(tmp_path):
+    out = tmp_path / "best.json"
+    result = runner.invoke(app, ["optimize", str(CHIP6), "-o", str(out), "--workers", "1", "--best-effort", "--json"])
+    assert result.exit_code == 3, result.output
+    summary = json.loads(result.stdout)
+    written = load_plan(out)
+    assert summary["fits_budget"] is False and written.fits_budget is False and summary["best_effort"]
+    assert check(written) == []
+    assert summary["shortfall"] and all(s["over"] > 0 for s in summary["shortfall"])
+    assert max(s["over"] for s in summary["shortfall"]) == 7_696  # the least the standard region lacks
+    assert summary["explanation"]["steps"][0]["needs"] == 169_776
+
+
+def test_fit_needs_no_more_exchange_than_peak_and_strictly_less_at_five_percent(reference_plan):
+    best = optimize(reference_plan, workers=1)
+    interleaved = int(max(best.after.interleaved) * 1.05)
+    budget = max(interleaved + int(max(best.after.standard) * 1.05),
+                 int(best.after.raw_peak * 1.05) + reference_plan.support_reserve_bytes)
+    peak = optimize(reference_plan, workers=1, budget=budget, interleaved_budget=interleaved)
+    fit = optimize(reference_plan, workers=1, budget=budget, interleaved_budget=interleaved, objective="fit")
+    assert fit.after.fits_budget and check(fit.plan) == []
+    assert fit.exchange_after < peak.exchange_after
+    assert peak.after.raw_peak <= fit.after.raw_peak <= best.after.raw_peak * 1.05
+
+
+def test_sweep_walks_the_front_from_the_peak_optimum(reference_plan):
+    front = sweep(reference_plan, workers=1, scope="storage")
+    assert front.complete and len(front.points) >= 5
+    assert front.points[0].peak == 198_256  # the peak objective's optimum for the scope
+    peaks = [p.peak for p in front.points]
+    exchange = [p.exchange_bytes for p in front.points]
+    assert peaks == sorted(set(peaks)) and exchange == sorted(set(exchange), reverse=True)
+    assert all(p.exchange_per_kib > 0 for p in front.points[1:])
+    fit = optimize(reference_plan, workers=1, scope="storage", objective="fit")
+    assert fit.exchange_after == exchange[-1]  # the front ends where fit lands
+
+
+def test_sweep_cli_json_and_report(tmp_path):
+    page = tmp_path / "sweep.html"
+    result = runner.invoke(app, ["sweep", str(REFERENCE), "--scope", "storage", "--workers", "1", "--json",
+                                 "--report", str(page)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["complete"] and len(summary["points"]) >= 5
+    text = page.read_text()
+    assert '<svg id="front"' in text and text.count('class="point"') == len(summary["points"])
+
+
+def test_infeasible_cli_explains_on_stderr_in_json_and_in_the_report(tmp_path):
+    page = tmp_path / "why.html"
+    args = ["optimize", str(CHIP6), "-o", str(tmp_path / "o.json"), "--workers", "1", "--report", str(page)]
+    text = runner.invoke(app, args)
+    assert text.exit_code == 3 and not (tmp_path / "o.json").exists()
+    lines = text.stderr.splitlines()
+    assert lines[-1].startswith("error: the standard budget") and all(line.startswith("  ") for line in lines[:-1])
+    assert any("with --scope full: the budgets can be met" in line for line in lines)
+    assert "Why the budgets cannot be met" in page.read_text() and "<table id='holders'>" in page.read_text()
+    as_json = runner.invoke(app, [*args[:-2], "--json", "--force"])
+    failure = json.loads(as_json.stdout)
+    assert failure["status"] == "infeasible" and failure["explanation"]["minimal"]
+    assert failure["explanation"]["steps"][0]["holders"][0]["frozen"]
+
+
+def test_pins_freeze_by_request_and_fingerprints_compare_runs(tmp_path):
+    pins = tmp_path / "pins.json"
+    pins.write_text(json.dumps({"vit.map.mlp.*.weight": "class"}))
+    args = ["optimize", str(REFERENCE), "--workers", "1", "--json", "--force", "--freeze", "vit.encoder.layer0.mlp.*"]
+    first = json.loads(runner.invoke(app, [*args, "-o", str(tmp_path / "a.json")]).stdout)
+    again = json.loads(runner.invoke(app, [*args, "-o", str(tmp_path / "b.json")]).stdout)
+    pinned = json.loads(runner.invoke(app, [*args, "-o", str(tmp_path / "c.json"), "--pin-file", str(pins)]).stdout)
+    plan = load_plan(REFERENCE)
+    names = {v.id: v.name for v in plan.values}
+    by_request = {v for f in pinned["frozen"] if f["rule"] == Freeze.BY_REQUEST.name.lower() for v in f["values"]}
+    assert set(pinned["pinned"]["layout"]) == {v for v in names if names[v].startswith("vit.encoder.layer0.mlp.")}
+    assert pinned["pinned"]["class"] == [39, 41]  # frozen whole until a level can keep only the class
+    assert set(pinned["pinned"]["layout"]) | set(pinned["pinned"]["class"]) <= by_request
+    assert not by_request.intersection(pinned["changed_value_ids"])
+    assert (first["model_fingerprint"], first["solution_fingerprint"]) == (again["model_fingerprint"],
+                                                                           again["solution_fingerprint"])
+    assert pinned["model_fingerprint"] != first["model_fingerprint"]
+    assert check(load_plan(tmp_path / "c.json")) == []
+
+
+@pytest.mark.parametrize(("pin", "words"), [("--freeze", "matches no value name"), ("--pin-file", "cannot read")])
+def test_a_pin_that_names_nothing_is_one_line_exit_2(tmp_path, pin, words):
+    value = "no.such.value*" if pin == "--freeze" else str(tmp_path / "missing.json")
+    result = runner.invoke(app, ["optimize", str(REFERENCE), "-o", str(tmp_path / "o.json"), pin, value])
+    errors = [line for line in result.stderr.splitlines() if not line.startswith("  ")]  # the rest: progress
+    assert result.exit_code == 2 and len(errors) == 1 and words in errors[0] == result.stderr.splitlines()[-1]
+
+
+def test_a_pin_file_must_say_layout_or_class(tmp_path, reference_plan):
+    pins = tmp_path / "pins.json"
+    pins.write_text(json.dumps({"vit.*": "tiling"}))
+    with pytest.raises(PlanError, match="choose layout or class"):
+        optimize(reference_plan, pin_file=pins)
+
+
+def test_options_reach_explore_and_its_fingerprint(tmp_path):
+    from ipuplan.exploration import explore
+
+    rows = explore([REFERENCE], tmp_path / "out", objective="fit", time_limit=5)
+    assert rows[0].status == "optimal" and rows[0].settings["objective"] == "fit"
+    assert rows[0].exchange_added is not None and check(load_plan(rows[0].output)) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", sorted(MODELS.glob("*.json")), ids=lambda p: p.name)
+def test_fit_never_needs_more_exchange_than_peak(path):
+    plan = load_plan(path)
+    for scope in ("storage", "kernels", "full"):
+        try:
+            peak = optimize(plan, workers=1, scope=scope)
+        except InfeasibleBudget:
+            continue
+        fit = optimize(plan, workers=1, scope=scope, objective="fit")
+        assert fit.exchange_after <= peak.exchange_after and check(fit.plan) == []
+
+
+@pytest.mark.slow
+def test_ten_thousand_values_are_explained_without_reading_a_missing_answer(reference_plan):
+    from ipuplan.synth import unroll
+
+    big = unroll(reference_plan, 57)  # 10,032 values, 6,612 steps: where the old line read "306,083,164,925,556,721"
+    with pytest.raises(BudgetConflict) as caught:
+        optimize(big, workers=1, budget=243_311, interleaved_budget=120_000, time_limit=20)
+    explanation = caught.value.explanation
+    assert explanation.minimal and [(s.budget, s.needs) for s in explanation.steps] == [
+        ("total budget less support reserve", 194_160)]
+    assert all(s.needs <= 10 * 194_160 for s in explanation.steps)

@@ -101,7 +101,8 @@ def test_optimize_never_overwrites_without_force(tmp_path):
 
 def test_optimize_infeasible_exit_3_writes_nothing(tmp_path):
     out = tmp_path / "o.json"
-    args = ["optimize", str(REFERENCE), "-o", str(out), "--budget", "200000", "--interleaved-budget", "100000"]
+    args = ["optimize", str(REFERENCE), "-o", str(out), "--budget", "200000", "--interleaved-budget", "100000",
+            "--scope", "kernels"]
     result = runner.invoke(app, args)
     assert result.exit_code == 3
     assert "cannot be met at step" in result.stderr and "lowest raw peak" in result.stderr
@@ -124,7 +125,7 @@ def test_optimize_flags_reach_the_library(tmp_path, monkeypatch):
     assert runner.invoke(app, args).exit_code == 2
     assert seen["time_limit"] == 3.5 and seen["workers"] == 1
     assert (seen["seed"], seen["budget"], seen["interleaved_budget"], seen["support_reserve"]) == (7, 500000, 300000, 1000)
-    assert (seen["scope"].value, seen["solver"].value) == ("kernels", "greedy")
+    assert (seen["scope"].value, seen["solver"].value) == ("full", "greedy")  # full: the default scope
 
 
 def test_unknown_scope_is_a_clear_error(tmp_path):
@@ -145,7 +146,8 @@ def test_dump_model_writes_the_cp_sat_model(tmp_path):
 def test_optimize_says_what_it_left_alone_and_why(tmp_path):
     table = runner.invoke(app, ["optimize", str(REFERENCE), "-o", str(tmp_path / "a.json"), "--scope", "storage"])
     assert "left alone (" in table.stdout and "values: read by Gemm" in table.stdout
-    as_json = runner.invoke(app, ["optimize", str(REFERENCE), "-o", str(tmp_path / "b.json"), "--json"])
+    as_json = runner.invoke(app, ["optimize", str(REFERENCE), "-o", str(tmp_path / "b.json"), "--json",
+                                  "--scope", "kernels"])
     frozen = json.loads(as_json.stdout)["frozen"]
     reasons = {v: entry["reason"] for entry in frozen for v in entry["values"]}
     assert reasons[4].startswith(("no reader identified", "involved in an ambiguity"))

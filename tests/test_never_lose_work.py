@@ -240,3 +240,13 @@ def test_usage_errors_are_one_line(tmp_path):
     code, _, stderr = run("frobnicate")
     assert code == 2
     one_line_error(stderr, "frobnicate")
+
+
+def test_an_order_without_its_block_fields_is_no_crash(reference_plan):
+    # found by the fuzz: `BlockMajor(Matrix { column_block: 16 })` lacks the row_block a re-split rewrites
+    for value in (8, 146):
+        layout = reference_plan.values[value].layout
+        start = layout.index("row_block")
+        damaged = layout[:start] + layout[layout.index("column_block"):]
+        result = optimize(with_value(reference_plan, value, layout=damaged), workers=1, time_limit=5)
+        assert check(result.plan) == [] and result.after.raw_peak <= result.before.raw_peak

@@ -172,7 +172,7 @@ def test_reference_conflicts_are_minimal_with_exact_integers(reference_plan, bud
 
 def test_reference_one_byte_under_the_optimum_is_explained_in_plain_words(reference_plan):
     with pytest.raises(BudgetConflict) as caught:
-        optimize(reference_plan, workers=1, budget=243_311, interleaved_budget=120_000, time_limit=5)
+        optimize(reference_plan, workers=1, scope="kernels", budget=243_311, interleaved_budget=120_000, time_limit=5)
     explanation = caught.value.explanation
     assert isinstance(caught.value, InfeasibleBudget) and caught.value.exit_code == 3
     assert explanation.minimal and explanation.seconds < 5
@@ -181,7 +181,7 @@ def test_reference_one_byte_under_the_optimum_is_explained_in_plain_words(refere
     assert step.holders and all(h.frozen for h in step.holders) and step.fixed_bytes + step.free_least_bytes <= 194_160
     (raised,) = explanation.raises
     assert (raised.least, raised.options) == (194_160, "--budget 243312")
-    assert optimize(reference_plan, workers=1, budget=243_312, interleaved_budget=120_000).after.fits_budget
+    assert optimize(reference_plan, workers=1, scope="kernels", budget=243_312, interleaved_budget=120_000).after.fits_budget
 
 
 def test_a_budget_that_cannot_fit_alone_is_said_so_in_words_and_html(reference_plan):
@@ -189,7 +189,7 @@ def test_a_budget_that_cannot_fit_alone_is_said_so_in_words_and_html(reference_p
     from ipuplan.report import explanation_lines
 
     with pytest.raises(BudgetConflict) as caught:
-        optimize(reference_plan, workers=1, budget=230_000, interleaved_budget=72_831, time_limit=5)
+        optimize(reference_plan, workers=1, scope="kernels", budget=230_000, interleaved_budget=72_831, time_limit=5)
     explanation = caught.value.explanation
     # the total (180,848 B) is below the lowest peak (194,160 B): neither class budget fits by itself
     assert [(r.budget, r.least, r.enough_alone) for r in explanation.raises] == [
@@ -203,7 +203,7 @@ def test_a_budget_that_cannot_fit_alone_is_said_so_in_words_and_html(reference_p
 
 def test_wider_freedom_is_named_when_it_fits():
     with pytest.raises(BudgetConflict) as caught:
-        optimize(load_plan(CHIP6), workers=1, time_limit=5)
+        optimize(load_plan(CHIP6), workers=1, scope="kernels", time_limit=5)
     explanation = caught.value.explanation
     assert [(f.options, f.fits) for f in explanation.freedoms] == [("--scope full", True)]
     assert explanation.steps[0].budget == "standard budget" and explanation.seconds < 5
@@ -211,7 +211,7 @@ def test_wider_freedom_is_named_when_it_fits():
 
 def test_best_effort_writes_the_least_excess_plan(tmp_path):
     out = tmp_path / "best.json"
-    result = runner.invoke(app, ["optimize", str(CHIP6), "-o", str(out), "--workers", "1", "--best-effort", "--json"])
+    result = runner.invoke(app, ["optimize", str(CHIP6), "-o", str(out), "--workers", "1", "--best-effort", "--json", "--scope", "kernels"])
     assert result.exit_code == 3, result.output
     summary = json.loads(result.stdout)
     written = load_plan(out)
@@ -223,12 +223,12 @@ def test_best_effort_writes_the_least_excess_plan(tmp_path):
 
 
 def test_fit_needs_no_more_exchange_than_peak_and_strictly_less_at_five_percent(reference_plan):
-    best = optimize(reference_plan, workers=1)
+    best = optimize(reference_plan, workers=1, scope="kernels")
     interleaved = int(max(best.after.interleaved) * 1.05)
     budget = max(interleaved + int(max(best.after.standard) * 1.05),
                  int(best.after.raw_peak * 1.05) + reference_plan.support_reserve_bytes)
-    peak = optimize(reference_plan, workers=1, budget=budget, interleaved_budget=interleaved)
-    fit = optimize(reference_plan, workers=1, budget=budget, interleaved_budget=interleaved, objective="fit")
+    peak = optimize(reference_plan, workers=1, scope="kernels", budget=budget, interleaved_budget=interleaved)
+    fit = optimize(reference_plan, workers=1, scope="kernels", budget=budget, interleaved_budget=interleaved, objective="fit")
     assert fit.after.fits_budget and check(fit.plan) == []
     assert fit.exchange_after < peak.exchange_after
     assert peak.after.raw_peak <= fit.after.raw_peak <= best.after.raw_peak * 1.05
@@ -259,7 +259,7 @@ def test_sweep_cli_json_and_report(tmp_path):
 
 def test_infeasible_cli_explains_on_stderr_in_json_and_in_the_report(tmp_path):
     page = tmp_path / "why.html"
-    args = ["optimize", str(CHIP6), "-o", str(tmp_path / "o.json"), "--workers", "1", "--report", str(page)]
+    args = ["optimize", str(CHIP6), "-o", str(tmp_path / "o.json"), "--workers", "1", "--scope", "kernels", "--report", str(page)]
     text = runner.invoke(app, args)
     assert text.exit_code == 3 and not (tmp_path / "o.json").exists()
     lines = text.stderr.splitlines()
@@ -304,7 +304,7 @@ def test_a_pin_file_must_say_layout_or_class(tmp_path, reference_plan):
     pins = tmp_path / "pins.json"
     pins.write_text(json.dumps({"vit.*": "tiling"}))
     with pytest.raises(PlanError, match="choose layout or class"):
-        optimize(reference_plan, pin_file=pins)
+        optimize(reference_plan, scope="kernels", pin_file=pins)
 
 
 def test_options_reach_explore_and_its_fingerprint(tmp_path):
@@ -334,7 +334,7 @@ def test_ten_thousand_values_are_explained_without_reading_a_missing_answer(refe
 
     big = unroll(reference_plan, 57)  # 10,032 values, 6,612 steps: where the old line read "306,083,164,925,556,721"
     with pytest.raises(BudgetConflict) as caught:
-        optimize(big, workers=1, budget=243_311, interleaved_budget=120_000, time_limit=20)
+        optimize(big, workers=1, scope="kernels", budget=243_311, interleaved_budget=120_000, time_limit=20)
     explanation = caught.value.explanation
     assert explanation.minimal and [(s.budget, s.needs) for s in explanation.steps] == [
         ("total budget less support reserve", 194_160)]

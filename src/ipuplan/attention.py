@@ -161,7 +161,8 @@ def _member_layout(layout: Layout, roles: tuple[str, ...], split: HeadSplit, blo
 def _with_row_block(layout: Layout, block: int) -> Layout:
     order = layout.order
     if isinstance(order, Call) and order.args and isinstance(order.args[0], Struct):
-        return replace(layout, order=Call(order.name, (order.args[0].replace("row_block", int_atom(block)),)))
+        if "row_block" in {key for key, _ in order.args[0].fields}:
+            return replace(layout, order=Call(order.name, (order.args[0].replace("row_block", int_atom(block)),)))
     return layout
 
 

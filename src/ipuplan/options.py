@@ -36,7 +36,7 @@ class OptimizeOptions(BaseModel):
     scope: Annotated[Scope, Field(
         description="Freedom level: storage, kernels (storage + Gemm families) or full (kernels, memory classes, "
                     "any layout of a storage value).")] = (
-        Scope.KERNELS
+        Scope.FULL
     )
     solver: Annotated[Backend, Field(description="Solver backend (highs needs ipuplan[highs]).")] = Backend.CPSAT
     time_limit: Annotated[

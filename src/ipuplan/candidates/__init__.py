@@ -71,7 +71,7 @@ def scope_named(name: str | Scope) -> Scope:
 
 
 def candidate_space(
-    facts: PlanFacts, scope: str | Scope = Scope.KERNELS, pinned: frozenset[int] = frozenset(),
+    facts: PlanFacts, scope: str | Scope = Scope.FULL, pinned: frozenset[int] = frozenset(),
     keep_classes: bool = False,
 ) -> CandidateSpace:
     """Free groups with their candidates, and frozen groups with their reasons.

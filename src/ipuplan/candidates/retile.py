@@ -47,7 +47,7 @@ def block_variants(layout: Layout) -> list[Layout]:
     inner = order.args[0]
     fields = BLOCK_FIELDS.get(inner.name)
     position = next((i for i, a in enumerate(layout.axes) if a.axis == Axis("FromEnd", 2)), None)
-    if fields is None or position is None:
+    if fields is None or position is None or fields[0] not in {key for key, _ in inner.fields}:
         return []
     axis = layout.axes[position]
     sizes = [b for b in range(MATRIX_GRANULE, axis.block_size, MATRIX_GRANULE) if axis.block_size % b == 0]

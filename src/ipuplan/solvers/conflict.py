@@ -122,6 +122,13 @@ def violable(problem: Problem) -> list[Pair]:
     return pairs
 
 
+def _row_minimum(problem: Problem, pair: Pair) -> int:
+    """The least the row's usage under the limit can be, every group at its cheapest candidate for it."""
+    r, k = pair
+    row, limit = problem.rows[r], problem.limits[k]
+    return int(limit.usage(row.standard, row.interleaved)) + sum(int(min(limit.usage(s, i))) for _, s, i in row.terms)
+
+
 class _Assumptions:
     """The model with one assumption literal per violable row, asked again and again."""
 
@@ -153,7 +160,13 @@ def deletion_filter(problem: Problem, deadline: float) -> list[Pair] | None:
     Once a core is known, whether a subset of it can hold depends on its rows alone: the filter asks a
     model of the core's rows, however many the problem has."""
     pairs = violable(problem)
-    current = _Assumptions(problem, pairs).core(pairs, deadline - time.perf_counter())
+    alone = next((p for p in pairs if _row_minimum(problem, p) > problem.limits[p[1]].bytes), None)
+    # the solver's core is preferred (it tells class budgets where it can); a row no layout meets on its
+    # own is a conflict of one that needs no solver, kept in hand in case the core takes too long
+    share = (deadline - time.perf_counter()) / (3 if alone is not None else 1)
+    current = _Assumptions(problem, pairs).core(pairs, share)
+    if current is None and alone is not None:
+        return [alone]
     if not current:
         return None
     asked = _Assumptions(problem, current)

@@ -17,9 +17,9 @@ from dataclasses import dataclass, replace
 from math import prod
 
 from ipuplan.dataflow import Dataflow
-from ipuplan.debug_syntax import Call, Struct, format_term, int_atom
+from ipuplan.debug_syntax import format_term
 from ipuplan.estimate import shard_bytes
-from ipuplan.families import IllegalSplit, NotAFamily, axis_positions, layout_problems
+from ipuplan.families import IllegalSplit, NotAFamily, axis_positions, layout_problems, with_row_block
 from ipuplan.format import Plan, Value
 from ipuplan.layout import Layout, ceil_div, element_size
 from ipuplan.operation import parse_operation
@@ -158,14 +158,6 @@ def _member_layout(layout: Layout, roles: tuple[str, ...], split: HeadSplit, blo
     return replace(layout, axes=tuple(axes), replicas=replicas, tile_count=replicas * prod(a.partitions for a in axes))
 
 
-def _with_row_block(layout: Layout, block: int) -> Layout:
-    order = layout.order
-    if isinstance(order, Call) and order.args and isinstance(order.args[0], Struct):
-        if "row_block" in {key for key, _ in order.args[0].fields}:
-            return replace(layout, order=Call(order.name, (order.args[0].replace("row_block", int_atom(block)),)))
-    return layout
-
-
 def derive_attention(plan: Plan, family: AttentionFamily, split: HeadSplit) -> AttentionLayouts:
     """Every member's layout, the result's shape, the Gemm string and the Sum scratch for `split`."""
     if min(split.heads, split.m, split.n, split.k) < 1:
@@ -176,7 +168,7 @@ def derive_attention(plan: Plan, family: AttentionFamily, split: HeadSplit) -> A
     layouts = {v: _member_layout(values[v].parsed_layout, family.roles[v], split, block, replicas[v])
                for v in family.members}
     if family.reduces:
-        layouts[family.right] = _with_row_block(layouts[family.right], block)
+        layouts[family.right] = with_row_block(layouts[family.right], block)
     right, roles = values[family.right], family.roles[family.right]
     n_axis = layouts[family.right].axes[roles.index("n")]
     output_columns = n_axis.extent(_dimension_of(right, roles, "n"))

@@ -255,7 +255,7 @@ def _set_axis(layout: Layout, position: int, **changes) -> Layout:
     return replace(layout, axes=tuple(axes))
 
 
-def _with_row_block(layout: Layout, inner_block: int) -> Layout:
+def with_row_block(layout: Layout, inner_block: int) -> Layout:
     order = layout.order
     if isinstance(order, Call) and order.args and isinstance(order.args[0], Struct):
         inner = order.args[0]
@@ -291,7 +291,7 @@ def derive(plan: Plan, family: KernelFamily, split: Split) -> FamilyLayouts:
     k_stride = None if right.axes[family.right_axes["k"]].tile_stride is None else split.n
     n_stride = None if right.axes[family.right_axes["n"]].tile_stride is None else 1
     new_right = _set_axis(right, family.right_axes["k"], tile_stride=k_stride, **k_axis)
-    new_right = _finish(_with_row_block(_set_axis(new_right, family.right_axes["n"], partitions=split.n, tile_stride=n_stride), inner_block), split.m)
+    new_right = _finish(with_row_block(_set_axis(new_right, family.right_axes["n"], partitions=split.n, tile_stride=n_stride), inner_block), split.m)
     partials = values[family.partials].parsed_layout
     new_partials = _set_axis(partials, family.partial_axes["k"], partitions=split.k, tile_stride=split.n)
     new_partials = _set_axis(new_partials, family.partial_axes["n"], partitions=split.n, tile_stride=1)

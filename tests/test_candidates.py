@@ -90,16 +90,6 @@ def test_layout_options_on_a_small_grid():
     assert all(placement_problem(o, 8) is None for o in options)
 
 
-@pytest.fixture(scope="module")
-def facts(reference_plan):
-    return plan_facts(reference_plan)
-
-
-@pytest.fixture(scope="module")
-def spaces(facts):
-    return {scope: candidate_space(facts, scope) for scope in ("storage", "kernels")}
-
-
 def test_layout_options_never_the_input_never_larger(facts):
     tiles = facts.plan.tile_count
     for value in facts.plan.values:

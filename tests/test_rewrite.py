@@ -6,22 +6,10 @@ import pytest
 from reference import with_step, with_value
 
 from ipuplan import dump_plan
-from ipuplan.candidates import candidate_space
 from ipuplan.check import check
 from ipuplan.estimate import estimate
-from ipuplan.facts import plan_facts
 from ipuplan.layout import format_layout
 from ipuplan.rewrite import apply_choice, contract_violations, rewrite, with_derived_fields
-
-
-@pytest.fixture(scope="module")
-def facts(reference_plan):
-    return plan_facts(reference_plan)
-
-
-@pytest.fixture(scope="module")
-def spaces(facts):
-    return {scope: candidate_space(facts, scope) for scope in ("storage", "kernels")}
 
 
 def inputs(space) -> tuple[int, ...]:

@@ -39,6 +39,8 @@ PIPELINE = [
     "candidates",
     "costs",
     "solvers.result",
+    "solvers.construct",
+    "solvers.reduce",
     "solvers.cpsat",
     "solvers.conflict",
     "solvers.highs",

@@ -224,6 +224,10 @@ def optimize_command(
     if result.best_effort and not result.after.fits_budget:
         typer.echo(f"does not fit: {result.explanation.line}; the least-bad plan is written to {target}", err=True)
         raise typer.Exit(3)
+    if not result.after.fits_budget:
+        # A plan over its budgets is never a success, even when the solver only ran out of time.
+        typer.echo(f"does not fit: {result.note or 'the plan exceeds its budgets'}; written to {target}", err=True)
+        raise typer.Exit(3)
 
 
 def _print_result(result, target: Path) -> None:

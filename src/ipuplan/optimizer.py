@@ -148,6 +148,12 @@ def _result_facts(facts: PlanFacts, space: CandidateSpace, problem: Problem, sol
     """The facts of the plan to return, and a note when it is the input unchanged."""
     if solved.status == SolveStatus.NO_SOLUTION and solved.peak is None:
         note = "no solution within the time limit: the input is returned unchanged"
+    elif solved.constructed and solved.status == SolveStatus.FEASIBLE:
+        # The solver found nothing in time; the constructive plan ranked better than the input (cpsat.start).
+        fits = not usage_of(problem.rows, solved.choice).violation(problem.limits)
+        return rewrite(facts, space, solved.choice, facts.budgets), (
+            "no solver solution within the time limit: the constructive plan is returned"
+            + ("" if fits else "; it does not fit the budgets"))
     elif no_better_than_input(problem, solved, facts):
         note = "nothing better than the input in this scope: the input is returned unchanged"
     else:
@@ -195,7 +201,9 @@ def optimize(
     settings = options.solver_settings(dump_model)
     solved = solve(problem, settings, options.solver, progress)
     explanation = None
-    unmet = solved.peak is None and not facts.estimate.fits_budget  # timed out, and the input does not fit
+    # Timed out with nothing that fits (neither a solution nor the constructive plan, nor the input).
+    unmet = solved.status == SolveStatus.NO_SOLUTION or bool(usage_of(problem.rows, solved.choice).violation(problem.limits))
+    unmet = unmet and not facts.estimate.fits_budget and solved.status != SolveStatus.INFEASIBLE
     if solved.status == SolveStatus.INFEASIBLE or (options.best_effort and unmet):
         phase("explain", "no layout meets the budgets: a minimal conflict")
         explanation = explain(facts, space, problem, options, pins.frozen, solved.status == SolveStatus.INFEASIBLE)

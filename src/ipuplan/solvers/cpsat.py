@@ -13,11 +13,14 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+import numpy as np
 from ortools.sat.python import cp_model
 
 from ipuplan.costs import Objective, Problem, StepRow, usage_of
+from ipuplan.solvers.construct import construct, tie_bound, tie_value
+from ipuplan.solvers.reduce import reduce
 from ipuplan.solvers.result import FrontPoint, Progress, SolveResult, SolverSettings, SolveStatus
 
 STATUS = {
@@ -40,12 +43,17 @@ class LayoutChoices:
     changed: cp_model.LinearExpr
     over: tuple[cp_model.IntVar, ...] = ()
     """Soft budgets: per limit, how far the worst row may exceed it (empty: the budgets are hard)."""
+    terms: int = 0
+    """Candidate terms over all rows and their limits (counted while building: reading `constraint.linear`
+    of the proto would turn other constraint kinds into empty linear ones)."""
 
     def chosen(self, solver: cp_model.CpSolver) -> tuple[int, ...]:
         return chosen_candidates(solver, self.choose)
 
-    def hint(self, choice: tuple[int, ...]) -> None:
+    def hint(self, choice: tuple[int, ...], peak: int | None = None) -> None:
         hint_choice(self.model, self.choose, choice)
+        if peak is not None:
+            self.model.add_hint(self.peak, peak)
 
 
 def choice_variables(model: cp_model.CpModel, counts: tuple[int, ...]) -> list[list[cp_model.IntVar]]:
@@ -91,16 +99,52 @@ def build_model(problem: Problem, soft: bool = False) -> LayoutChoices:
     floor, ceiling = problem.lower_bound(), problem.upper_bound()
     peak = model.new_int_var(min(floor, ceiling), max(floor, ceiling), "peak")
     over = tuple(model.new_int_var(0, max(ceiling * 2, 1), f"over_{limit.name}") for limit in problem.limits) if soft else ()
-    for _, standard, interleaved in usage_expressions(choose, problem.rows):
-        model.add(standard + interleaved <= peak)
-        for index, limit in enumerate(problem.limits):
-            model.add(limit.usage(standard, interleaved) - (over[index] if soft else 0) <= limit.bytes)
-    exchange = sum(cp_model.LinearExpr.weighted_sum(row, list(costs)) for row, costs in zip(choose, problem.exchange))
-    changed = sum(
-        cp_model.LinearExpr.weighted_sum([v for c, v in enumerate(row) if c != original], [size] * (len(row) - 1))
-        for row, original, size in zip(choose, problem.input_choice, problem.group_sizes)
-    )
-    return LayoutChoices(model, choose, peak, exchange, changed, over)
+    first = np.array([row[0].index if row else 0 for row in choose], dtype=np.int64)
+    for row in problem.rows:
+        _add_row(model, row, first, problem.limits, peak.index, [v.index for v in over])
+    variables = [v for row in choose for v in row]
+    exchange = cp_model.LinearExpr.weighted_sum(variables, [int(x) for costs in problem.exchange for x in costs])
+    changed = cp_model.LinearExpr.weighted_sum(variables, [0 if c == original else size for original, size, row in zip(
+        problem.input_choice, problem.group_sizes, choose) for c in range(len(row))])
+    terms = sum(len(row.flat[1]) for row in problem.rows) * (1 + len(problem.limits))
+    return LayoutChoices(model, choose, peak, exchange, changed, over, terms)
+
+
+_FLOOR = -(2**40)
+"""Lower end of a `<=` row's domain: below anything a row's left-hand side can reach (bytes per tile are far
+below 2^40), and small enough that CP-SAT without presolve does not overflow (-2^53 made it report
+a feasible model infeasible)."""
+
+
+def _add_linear(model: cp_model.CpModel, variables: np.ndarray, coefficients: np.ndarray, upper: int) -> None:
+    """`coefficients . variables <= upper` written straight into the proto (zeros left out): the
+    expression API costs a Python object per term, minutes at 50k values."""
+    keep = coefficients != 0
+    constraint = model.proto.constraints.add()
+    constraint.linear.vars.extend(variables[keep].tolist())
+    constraint.linear.coeffs.extend(coefficients[keep].tolist())
+    constraint.linear.domain.extend([_FLOOR, int(upper)])
+
+
+def _add_row(model: cp_model.CpModel, row: StepRow, first: np.ndarray, limits, peak: int, over: list[int]) -> None:
+    """One kept step: `usage <= peak` and each limit. Each group's cheapest candidate moves into the
+    constant (exactly one candidate is chosen), so that candidate's term vanishes from the row."""
+    starts, standard, interleaved = row.flat
+    counts = np.diff(np.append(starts, len(standard)))
+    variables = np.repeat(first[[g for g, _, _ in row.terms]] - starts, counts) + np.arange(len(standard)) \
+        if len(starts) else starts
+    rules = [(1, 1, None, row.standard + row.interleaved)] + [
+        (limit.standard, limit.interleaved, limit.bytes, limit.usage(row.standard, row.interleaved)) for limit in limits]
+    for index, (a, b, cap, constant) in enumerate(rules):
+        low, _ = row.term_extremes(a, b)
+        coefficients = a * standard + b * interleaved - np.repeat(low, counts)
+        constant += int(low.sum())
+        if cap is None:
+            _add_linear(model, np.append(variables, peak), np.append(coefficients, -1), -constant)
+        elif over:
+            _add_linear(model, np.append(variables, over[index - 1]), np.append(coefficients, -1), cap - constant)
+        else:
+            _add_linear(model, variables, coefficients, cap - constant)
 
 
 class _Watcher(cp_model.CpSolverSolutionCallback):
@@ -117,13 +161,20 @@ class _Watcher(cp_model.CpSolverSolutionCallback):
             self.progress(self.phase, int(self.objective_value), int(self.best_objective_bound), elapsed)
 
 
-def _solver(settings: SolverSettings, seconds: float) -> cp_model.CpSolver:
+LARGE_MODEL_TERMS = 2_000_000
+"""Above this many row terms CP-SAT's presolve alone outlasts a 10 s limit (10k values: 7 s, then no
+solution); without it the hinted solution is there at once and the search improves on it."""
+
+
+def _solver(settings: SolverSettings, seconds: float, large: bool = False) -> cp_model.CpSolver:
     solver = cp_model.CpSolver()
     solver.parameters.random_seed = settings.seed
+    solver.parameters.cp_model_presolve = not large
     if settings.deterministic:
         solver.parameters.num_workers = 1
         solver.parameters.max_deterministic_time = max(seconds, 0.1)
-        solver.parameters.max_time_in_seconds = max(seconds, 0.1) * 20
+        # The wall limit bounds the run too; the deterministic limit (usually hit first) keeps it reproducible.
+        solver.parameters.max_time_in_seconds = max(seconds, 0.1)
     else:
         solver.parameters.num_workers = max(1, settings.workers)
         solver.parameters.max_time_in_seconds = max(seconds, 0.1)
@@ -145,7 +196,7 @@ def _bound_reporter(phase: str, progress: Progress, started: float):
 
 
 def _run(choices: LayoutChoices, settings: SolverSettings, seconds: float, phase: str, progress, started):
-    solver = _solver(settings, seconds)
+    solver = _solver(settings, seconds, choices.terms > LARGE_MODEL_TERMS)
     if progress is not None:
         solver.parameters.log_search_progress = True
         solver.parameters.log_to_stdout = False
@@ -222,28 +273,115 @@ def run_phases(choices: LayoutChoices, ordered: list[Phase], settings: SolverSet
     return outcomes, choice, first
 
 
+@dataclass(frozen=True)
+class Start:
+    """The phase-1 hint: the constructive choice when it beats the input, and what it already proves."""
+
+    choice: tuple[int, ...]
+    constructed: bool
+    """The hint is the constructive choice (not the input)."""
+    peak_proven: bool
+    """It fits and its peak is the lower bound: the peak phase has nothing to find."""
+    proven: bool
+    """It also has the least exchange x weight + changes any choice can have: every term is optimal."""
+
+
+def _rank(problem: Problem, choice: tuple[int, ...], objective: Objective) -> tuple[int, ...]:
+    """Budget excess first, then the objective's terms (the peak, then exchange x weight + changes)."""
+    usage = usage_of(problem.rows, choice)
+    ties = tie_value(problem, choice)
+    return (usage.violation(problem.limits), usage.peak, ties) if objective == Objective.PEAK else (
+        usage.violation(problem.limits), ties)
+
+
+def start(problem: Problem, objective: Objective, soft: bool = False) -> Start:
+    """The better of the constructive choice and the input (by `_rank`), and what it already proves."""
+    built = construct(problem, objective)
+    better = _rank(problem, built, objective) < _rank(problem, problem.input_choice, objective)
+    hint = built if better else problem.input_choice
+    usage = usage_of(problem.rows, hint)
+    fits = not usage.violation(problem.limits) and not soft
+    peak_proven = fits and (objective == Objective.FIT or usage.peak == problem.lower_bound())
+    return Start(hint, better, peak_proven, peak_proven and tie_value(problem, hint) == tie_bound(problem))
+
+
+def _no_worse_than_hint(choices: LayoutChoices, problem: Problem, begun: Start, objective: Objective, soft: bool) -> None:
+    """A hint that fits caps the first term at its value: whatever CP-SAT returns is at least as good
+    (at 10k values, with presolve, it otherwise returned a peak 23% above the hint's)."""
+    usage = usage_of(problem.rows, begun.choice)
+    if soft or usage.violation(problem.limits):
+        return
+    if objective == Objective.PEAK:
+        choices.model.add(choices.peak <= usage.peak)
+    else:
+        choices.model.add(choices.exchange * (sum(problem.group_sizes) + 1) + choices.changed
+                          <= tie_value(problem, begun.choice))
+
+
+def _constructed_result(problem: Problem, begun: Start, settings: SolverSettings, status: SolveStatus, timing: dict,
+                        sizes: dict) -> SolveResult:
+    """The hint as the answer: proven (the solver was skipped) or the best known (the solver found nothing)."""
+    usage = usage_of(problem.rows, begun.choice)
+    bound = usage.peak if begun.peak_proven and settings.objective == Objective.PEAK else problem.lower_bound()
+    return SolveResult(status, begun.choice, usage.peak, bound, exchange_bytes=problem.exchange_of(begun.choice),
+                       changed_values=problem.changed_of(begun.choice), objective=settings.objective,
+                       exchange_bound=problem.exchange_of(begun.choice) if status == SolveStatus.OPTIMAL
+                       and settings.objective == Objective.FIT else None, constructed=begun.constructed, **timing, **sizes)
+
+
 def solve(problem: Problem, settings: SolverSettings, progress: Progress | None = None, soft: bool = False) -> SolveResult:
+    """`solve_reduced` over the undominated candidates (`reduce`), its choice mapped back to the problem's."""
+    reduced = reduce(problem)
+    result = solve_reduced(reduced.problem, settings, progress, soft)
+    return replace(result, choice=reduced.lift(result.choice), candidates_dropped=reduced.dropped)
+
+
+def solve_reduced(problem: Problem, settings: SolverSettings, progress: Progress | None = None,
+                  soft: bool = False) -> SolveResult:
     """The objective's phases in order (`peak`: the peak, then exchange bytes and changed values at that
-    peak; `fit`: exchange bytes and changed values under the budgets); `soft`: least total excess first."""
+    peak; `fit`: exchange bytes and changed values under the budgets); `soft`: least total excess first.
+    The hint is the constructive choice when it beats the input; when it meets every bound the solve is
+    skipped, and when the solver finds nothing in time it is the answer (status feasible)."""
     started = time.perf_counter()
+    begun = start(problem, settings.objective, soft)
+    if begun.proven:
+        elapsed = time.perf_counter() - started
+        if progress is not None:
+            progress("constructive", usage_of(problem.rows, begun.choice).peak, problem.lower_bound(), elapsed)
+        return _constructed_result(problem, begun, settings, SolveStatus.OPTIMAL, {
+            "solve_seconds": elapsed, "first_solution_seconds": elapsed}, {
+            "variables": 0, "constraints": 0, "steps_kept": len(problem.rows), "steps_total": problem.steps_total,
+            "build_seconds": 0.0})
     choices = build_model(problem, soft)
-    choices.hint(problem.input_choice)
+    choices.hint(begun.choice)
     ordered = phases(choices, problem, settings.objective)
+    _no_worse_than_hint(choices, problem, begun, settings.objective, soft)
+    if begun.peak_proven and settings.objective == Objective.PEAK:
+        # The hint's peak is the lower bound: go straight to the exchange phase.
+        ordered = [phase for phase in ordered if phase.name != "peak"]
     built = time.perf_counter()
     proto = choices.model.proto
     sizes = {"variables": len(proto.variables), "constraints": len(proto.constraints), "steps_kept": len(problem.rows),
              "steps_total": problem.steps_total, "build_seconds": built - started}
     outcomes, choice, first = run_phases(choices, ordered, settings, progress, built)
+    timing = {"solve_seconds": time.perf_counter() - built, "first_solution_seconds": first}
+    if choice is None and outcomes[0].status == SolveStatus.NO_SOLUTION and (
+            begun.constructed or begun.peak_proven):
+        return _constructed_result(problem, begun, settings, SolveStatus.FEASIBLE, timing, sizes)
     by_name = {outcome.phase.name: outcome for outcome in outcomes}
     head = outcomes[0]
-    peak_bound = by_name["peak"].bound if "peak" in by_name else (problem.lower_bound() if choice else 0)
-    timing = {"solve_seconds": time.perf_counter() - built, "first_solution_seconds": first}
+    if "peak" in by_name:
+        peak_bound = max(by_name["peak"].bound, problem.lower_bound())
+    else:
+        peak_bound = problem.lower_bound() if choice else 0
     if choice is None:
         return SolveResult(head.status, problem.input_choice, None, peak_bound, objective=settings.objective,
                            **timing, **sizes)
     exchange = by_name.get("exchange")
     usage = usage_of(problem.rows, choice)
-    return SolveResult(head.status, choice, usage.peak, peak_bound, exchange_bytes=problem.exchange_of(choice),
+    # The status is the first term's: a hint whose peak is the lower bound proved it before the solve.
+    status = SolveStatus.OPTIMAL if begun.peak_proven and settings.objective == Objective.PEAK else head.status
+    return SolveResult(status, choice, usage.peak, peak_bound, exchange_bytes=problem.exchange_of(choice),
                        changed_values=problem.changed_of(choice), objective=settings.objective,
                        exchange_bound=exchange.bound if exchange is not None and settings.objective == Objective.FIT
                        else None, excess=usage.worst_excess(problem.limits) if soft else (), **timing, **sizes)

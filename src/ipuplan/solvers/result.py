@@ -55,6 +55,13 @@ class SolveResult:
     """With the fit objective: the proven lower bound on exchange bytes."""
     excess: tuple[int, ...] = ()
     """Soft budgets (best effort): per budget limit, the most any step exceeds it."""
+    constructed: bool = False
+    """The choice is the constructive solution: proven optimal (the solver was skipped) or the best known
+    (the solver found nothing in time)."""
+    groups_merged: int = 0
+    """Model reduction: groups folded into another group's term (always live together)."""
+    candidates_dropped: int = 0
+    """Model reduction: candidates another candidate of the same group dominates."""
 
     @property
     def gap(self) -> float | None:

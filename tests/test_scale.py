@@ -14,7 +14,7 @@ from ipuplan.cli import app
 from ipuplan.costs import Objective, Problem, StepRow, usage_of
 from ipuplan.solvers import SolverSettings, SolveStatus, cpsat
 from ipuplan.solvers.construct import construct
-from ipuplan.solvers.cpsat import PhaseOutcome, Phase
+from ipuplan.solvers.cpsat import PhaseOutcome
 
 SETTINGS = SolverSettings(time_limit=5, workers=1, deterministic=True)
 
@@ -104,7 +104,7 @@ def test_constructive_is_fast_on_many_rows():
 
 def test_a_result_over_its_budgets_exits_non_zero(tmp_path, monkeypatch):
     # The 6-layer chip plan overflows its budgets; a solver that finds nothing leaves it over them.
-    import ipuplan.optimizer as optimizer
+    from ipuplan import optimizer
     from ipuplan.solvers.result import SolveResult
 
     def nothing(problem, settings, backend, progress):

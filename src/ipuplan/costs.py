@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, replace
-from functools import cached_property
 from enum import Enum
+from functools import cached_property
 from math import prod
 
 import numpy as np

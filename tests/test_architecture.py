@@ -41,6 +41,8 @@ PIPELINE = [
     "solvers.result",
     "solvers.construct",
     "solvers.reduce",
+    "solvers.linear",
+    "solvers.windows",
     "solvers.cpsat",
     "solvers.conflict",
     "solvers.highs",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -115,7 +117,7 @@ def test_limit_usage_is_the_weighted_sum_it_documents():
 
 def test_a_change_that_saves_exchange_is_needed():
     # B's input candidate sends 5 bytes, the changed one none: reverting would cost exchange
-    p = Problem(**{**TWO_STEPS.__dict__, "exchange": ((0, 0), (5, 0))})
+    p = replace(TWO_STEPS, exchange=((0, 0), (5, 0)))
     assert unneeded_changes(p, (1, 1)) == []
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from ipuplan.budgets import Budgets, excess
 from ipuplan.candidates import CandidateSpace, FrozenGroup, candidate_space
 from ipuplan.check import check
-from ipuplan.costs import Objective, Problem, problem_of, solution_fingerprint, usage_of
+from ipuplan.costs import Objective, Problem, problem_of, solution_fingerprint
 from ipuplan.errors import PlanError
 from ipuplan.estimate import Estimate
 from ipuplan.explain import BudgetConflict, Explanation, explain
@@ -131,7 +131,7 @@ def no_better_than_input(problem: Problem, solved: SolveResult, facts: PlanFacts
     objective = _objective_terms(problem, solved.objective)
     if solved.excess:
         def terms(choice):
-            return sum(usage_of(problem.rows, choice).worst_excess(problem.limits)), *objective(choice)
+            return sum(problem.usage(choice).worst_excess(problem.limits)), *objective(choice)
 
         return terms(problem.input_choice) <= terms(solved.choice)
     return facts.estimate.fits_budget and objective(problem.input_choice) <= objective(solved.choice)
@@ -141,7 +141,7 @@ def _objective_terms(problem: Problem, goal: Objective):
     """The figures an objective compares, first to last, of a choice."""
     if goal == Objective.FIT:
         return lambda choice: (problem.exchange_of(choice), problem.changed_of(choice))
-    return lambda choice: (usage_of(problem.rows, choice).peak,)
+    return lambda choice: (problem.usage(choice).peak,)
 
 
 def _result_facts(facts: PlanFacts, space: CandidateSpace, problem: Problem, solved: SolveResult) -> tuple[PlanFacts, str]:
@@ -150,7 +150,7 @@ def _result_facts(facts: PlanFacts, space: CandidateSpace, problem: Problem, sol
         note = "no solution within the time limit: the input is returned unchanged"
     elif solved.constructed and solved.status == SolveStatus.FEASIBLE:
         # The solver found nothing in time; the constructive plan ranked better than the input (cpsat.start).
-        fits = not usage_of(problem.rows, solved.choice).violation(problem.limits)
+        fits = not problem.usage(solved.choice).violation(problem.limits)
         return rewrite(facts, space, solved.choice, facts.budgets), (
             "no solver solution within the time limit: the constructive plan is returned"
             + ("" if fits else "; it does not fit the budgets"))
@@ -202,7 +202,7 @@ def optimize(
     solved = solve(problem, settings, options.solver, progress)
     explanation = None
     # Timed out with nothing that fits (neither a solution nor the constructive plan, nor the input).
-    unmet = solved.status == SolveStatus.NO_SOLUTION or bool(usage_of(problem.rows, solved.choice).violation(problem.limits))
+    unmet = solved.status == SolveStatus.NO_SOLUTION or bool(problem.usage(solved.choice).violation(problem.limits))
     unmet = unmet and not facts.estimate.fits_budget and solved.status != SolveStatus.INFEASIBLE
     if solved.status == SolveStatus.INFEASIBLE or (options.best_effort and unmet):
         phase("explain", "no layout meets the budgets: a minimal conflict")

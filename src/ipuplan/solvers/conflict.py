@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from ipuplan.costs import Limit, Problem, usage_of
+from ipuplan.costs import Limit, Problem
 from ipuplan.solvers.cpsat import SOLVED, STATUS, choice_variables, chosen_candidates, hint_choice, usage_expressions
 from ipuplan.solvers.result import SolveStatus
 
@@ -80,7 +80,7 @@ def _choice_model(problem: Problem, pairs):
 
 def meets(problem: Problem, choice: tuple[int, ...], pairs) -> bool:
     """Exact integers: does `choice` meet every budget row of `pairs`?"""
-    usage = usage_of(problem.rows, choice)
+    usage = problem.usage(choice)
     return all(problem.limits[k].usage(int(usage.standard[r]), int(usage.interleaved[r])) <= problem.limits[k].bytes
                for r, k in pairs)
 
@@ -104,7 +104,7 @@ def least(problem: Problem, measured: list[tuple[int, Limit]], held, seconds: fl
     if status not in SOLVED:
         return Least(low)
     choice = chosen_candidates(solver, choose)
-    exact = usage_of(problem.rows, choice)
+    exact = problem.usage(choice)
     high = max((limit.usage(int(exact.standard[r]), int(exact.interleaved[r])) for r, limit in measured), default=0)
     return Least(min(low, high), high, choice)
 

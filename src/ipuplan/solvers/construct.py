@@ -9,42 +9,31 @@ skips the solve when it provably meets every term's bound.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from ipuplan.costs import Objective, Problem, Usage
 
 MOVES = 4000
-"""Repair moves at most: each costs O(rows) numpy work, so this caps the repair near a second at 50k values."""
+"""Repair moves at most: a deterministic cap (no clock); each move costs a sort of the rows' totals."""
 
 
-@dataclass(frozen=True)
 class GroupRows:
-    """Per group: the row indices it is live at and its bytes per (row, candidate) in each class."""
+    """Per group, the rows it is live at and its bytes per (row, candidate) in each class, built when first asked."""
 
-    rows: tuple[np.ndarray, ...]
-    standard: tuple[np.ndarray, ...]
-    interleaved: tuple[np.ndarray, ...]
+    def __init__(self, problem: Problem) -> None:
+        self.table, self.counts = problem.table, problem.candidate_counts
+        groups = self.table.group[self.table.term]
+        self.order = np.argsort(groups, kind="stable")
+        self.bounds = np.searchsorted(groups[self.order], np.arange(problem.groups + 1))
+        self.built: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
-
-def group_rows(problem: Problem) -> GroupRows:
-    """The transpose of the step rows: one pass over every term."""
-    rows: list[list[int]] = [[] for _ in range(problem.groups)]
-    standard: list[list[np.ndarray]] = [[] for _ in range(problem.groups)]
-    interleaved: list[list[np.ndarray]] = [[] for _ in range(problem.groups)]
-    for r, row in enumerate(problem.rows):
-        for g, s, i in row.terms:
-            rows[g].append(r)
-            standard[g].append(s)
-            interleaved[g].append(i)
-
-    def stacked(parts: list[np.ndarray], g: int) -> np.ndarray:
-        return np.array(parts, dtype=np.int64) if parts else np.zeros((0, problem.candidate_counts[g]), dtype=np.int64)
-
-    return GroupRows(tuple(np.array(r, dtype=np.int64) for r in rows),
-                     tuple(stacked(s, g) for g, s in enumerate(standard)),
-                     tuple(stacked(i, g) for g, i in enumerate(interleaved)))
+    def of(self, g: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(rows, standard rows x candidates, interleaved rows x candidates) of group `g`."""
+        if g not in self.built:
+            occurrences = self.order[self.bounds[g]:self.bounds[g + 1]]
+            at = self.table.start[self.table.term[occurrences]][:, None] + np.arange(self.counts[g])
+            self.built[g] = (self.table.row[occurrences], self.table.standard[at], self.table.interleaved[at])
+        return self.built[g]
 
 
 def tie_costs(problem: Problem) -> list[np.ndarray]:
@@ -63,63 +52,80 @@ def tie_value(problem: Problem, choice: tuple[int, ...]) -> int:
     return int(sum(int(costs[c]) for costs, c in zip(tie_costs(problem), choice)))
 
 
-def _smallest(index: GroupRows, problem: Problem, objective: Objective) -> list[int]:
+def summed_bytes(problem: Problem) -> list[np.ndarray]:
+    """Per group, per candidate: its bytes summed over every row it is live at."""
+    table = problem.table
+    offsets = np.cumsum([0, *problem.candidate_counts])
+    live = np.bincount(table.term, minlength=table.terms)
+    counts = table.counts
+    candidate = np.arange(len(table.standard)) - np.repeat(table.start, counts)
+    where = np.repeat(offsets[table.group], counts) + candidate
+    weights = (table.standard + table.interleaved) * np.repeat(live, counts)
+    sums = np.bincount(where, weights=weights, minlength=int(offsets[-1])).astype(np.int64)
+    return [sums[offsets[g]:offsets[g + 1]] for g in range(problem.groups)]
+
+
+def _smallest(problem: Problem, objective: Objective) -> list[int]:
     """Per group its smallest candidate (with `fit` the cheapest), ties to the cheaper, then the lower index."""
     ties = tie_costs(problem)
     choice = []
-    for g in range(problem.groups):
-        size = (index.standard[g] + index.interleaved[g]).sum(axis=0)
-        keys = (size, ties[g]) if objective == Objective.PEAK else (ties[g], size)
+    for size, tie in zip(summed_bytes(problem), ties):
+        keys = (size, tie) if objective == Objective.PEAK else (tie, size)
         choice.append(int(np.lexsort(tuple(reversed(keys)))[0]))
     return choice
 
 
-def _usage(problem: Problem, index: GroupRows, choice: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    standard = np.array([row.standard for row in problem.rows], dtype=np.int64)
-    interleaved = np.array([row.interleaved for row in problem.rows], dtype=np.int64)
-    for g, c in enumerate(choice):
-        np.add.at(standard, index.rows[g], index.standard[g][:, c])
-        np.add.at(interleaved, index.rows[g], index.interleaved[g][:, c])
-    return standard, interleaved
+class Standing:
+    """One move's view of every row: the totals' distinct values with their counts, and the total excess."""
+
+    def __init__(self, problem: Problem, standard: np.ndarray, interleaved: np.ndarray) -> None:
+        self.total = standard + interleaved
+        self.over = Usage(standard, interleaved).excess(problem.limits)
+        self.values, self.counts = np.unique(self.total, return_counts=True)
+        self.excess = int(self.over.sum())
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        """(total excess, peak, rows at the peak): what a move must lower."""
+        return self.excess, int(self.values[-1]), int(self.counts[-1])
+
+    def top_without(self, rows: np.ndarray) -> tuple[int, int]:
+        """The highest total of the rows not in `rows`, and how many rows reach it (-1, 0 when none is left)."""
+        taken: dict[int, int] = {}
+        for value in self.total[rows].tolist():
+            taken[value] = taken.get(value, 0) + 1
+        for k in range(len(self.values) - 1, -1, -1):
+            left = int(self.counts[k]) - taken.get(int(self.values[k]), 0)
+            if left:
+                return int(self.values[k]), left
+        return -1, 0
 
 
-def _over(problem: Problem, standard: np.ndarray, interleaved: np.ndarray) -> np.ndarray:
-    """Bytes over the budgets per entry (rows, or rows x candidates)."""
-    return Usage(standard, interleaved).excess(problem.limits)
-
-
-def _scores(problem: Problem, index: GroupRows, g: int, current: int, standard: np.ndarray,
-            interleaved: np.ndarray) -> np.ndarray:
-    """Per candidate of `g`: (total excess, peak, rows at that peak) after switching `g` to it, as rows."""
-    rows = index.rows[g]
-    new_std = standard[rows][:, None] - index.standard[g][:, [current]] + index.standard[g]
-    new_il = interleaved[rows][:, None] - index.interleaved[g][:, [current]] + index.interleaved[g]
-    total = standard + interleaved
-    others = total.copy()
-    others[rows] = -1
-    others_over = _over(problem, standard, interleaved)
-    others_over[rows] = 0
+def _scores(problem: Problem, group: tuple[np.ndarray, np.ndarray, np.ndarray], current: int, standard: np.ndarray,
+            interleaved: np.ndarray, standing: Standing) -> np.ndarray:
+    """Per candidate of the group: (total excess, peak, rows at that peak) after switching it there, as rows."""
+    rows, group_standard, group_interleaved = group
+    new_std = standard[rows][:, None] - group_standard[:, [current]] + group_standard
+    new_il = interleaved[rows][:, None] - group_interleaved[:, [current]] + group_interleaved
     new_total = new_std + new_il
-    top = int(others.max(initial=0))
-    peak = np.maximum(top, new_total.max(axis=0, initial=0))
-    # The other rows reach a candidate's peak only when it equals their maximum: O(rows), not O(rows x candidates).
-    at_peak = np.where(peak == top, int((others == top).sum()), 0) + (new_total >= peak[None, :]).sum(axis=0)
-    violation = others_over.sum() + _over(problem, new_std, new_il).sum(axis=0)
+    top, at_top = standing.top_without(rows)
+    peak = np.maximum(top, new_total.max(axis=0, initial=-1))
+    at_peak = np.where(peak == top, at_top, 0) + (new_total >= peak[None, :]).sum(axis=0)
+    violation = standing.excess - int(standing.over[rows].sum()) + Usage(new_std, new_il).excess(problem.limits).sum(axis=0)
     return np.stack([violation, peak, at_peak])
 
 
 def repair(problem: Problem, choice: list[int], index: GroupRows, moves: int = MOVES) -> list[int]:
     """Greedy single switches off the focus row while (excess, peak, rows at the peak) strictly drops."""
     choice = list(choice)
-    standard, interleaved = _usage(problem, index, choice)
+    usage = problem.usage(choice)
+    standard, interleaved = usage.standard.copy(), usage.interleaved.copy()
     for _ in range(moves):
-        over = _over(problem, standard, interleaved)
-        focus = int(np.argmax(over)) if over.any() else int(np.argmax(standard + interleaved))
-        total = standard + interleaved
-        peak = int(total.max())
-        best = ((int(over.sum()), peak, int((total >= peak).sum())), None)
+        standing = Standing(problem, standard, interleaved)
+        focus = int(np.argmax(standing.over)) if standing.excess else int(np.argmax(standing.total))
+        best = (standing.key, None)
         for g, _, _ in problem.rows[focus].terms:
-            scores = _scores(problem, index, g, choice[g], standard, interleaved)
+            scores = _scores(problem, index.of(g), choice[g], standard, interleaved, standing)
             c = int(np.lexsort(scores[::-1])[0])
             key = tuple(int(x) for x in scores[:, c])
             if key < best[0]:
@@ -127,9 +133,9 @@ def repair(problem: Problem, choice: list[int], index: GroupRows, moves: int = M
         if best[1] is None:
             break
         g, c = best[1]
-        rows = index.rows[g]
-        np.add.at(standard, rows, index.standard[g][:, c] - index.standard[g][:, choice[g]])
-        np.add.at(interleaved, rows, index.interleaved[g][:, c] - index.interleaved[g][:, choice[g]])
+        rows, group_standard, group_interleaved = index.of(g)
+        standard[rows] += group_standard[:, c] - group_standard[:, choice[g]]
+        interleaved[rows] += group_interleaved[:, c] - group_interleaved[:, choice[g]]
         choice[g] = c
     return choice
 
@@ -138,5 +144,4 @@ def construct(problem: Problem, objective: Objective = Objective.PEAK, moves: in
     """Every group at its smallest candidate, then repaired greedily across the rows."""
     if not problem.groups:
         return ()
-    index = group_rows(problem)
-    return tuple(repair(problem, _smallest(index, problem, objective), index, moves))
+    return tuple(repair(problem, _smallest(problem, objective), GroupRows(problem), moves))

@@ -15,13 +15,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-import numpy as np
 from ortools.sat.python import cp_model
 
-from ipuplan.costs import Objective, Problem, StepRow, usage_of
+from ipuplan.costs import Objective, Problem, StepRow
 from ipuplan.solvers.construct import construct, tie_bound, tie_value
+from ipuplan.solvers.linear import LinearRows, RuleRows, linear_rows
 from ipuplan.solvers.reduce import reduce
 from ipuplan.solvers.result import FrontPoint, Progress, SolveResult, SolverSettings, SolveStatus
+from ipuplan.solvers.windows import WindowBound, window_bound
 
 STATUS = {
     cp_model.OPTIMAL: SolveStatus.OPTIMAL,
@@ -44,16 +45,28 @@ class LayoutChoices:
     over: tuple[cp_model.IntVar, ...] = ()
     """Soft budgets: per limit, how far the worst row may exceed it (empty: the budgets are hard)."""
     terms: int = 0
-    """Candidate terms over all rows and their limits (counted while building: reading `constraint.linear`
-    of the proto would turn other constraint kinds into empty linear ones)."""
+    """Entries of the rows and the shared sums' definitions (counted while building: reading
+    `constraint.linear` of the proto would turn other constraint kinds into empty linear ones)."""
+    rows: LinearRows | None = None
+    problem: Problem | None = None
+    shared: tuple[cp_model.IntVar, ...] = ()
+    """One integer per shared sum of merged terms (`rows.sums`)."""
 
     def chosen(self, solver: cp_model.CpSolver) -> tuple[int, ...]:
         return chosen_candidates(solver, self.choose)
 
-    def hint(self, choice: tuple[int, ...], peak: int | None = None) -> None:
+    def hint(self, choice: tuple[int, ...]) -> None:
+        """A complete hint (CP-SAT uses only complete ones as a solution at once): the booleans of `choice`,
+        the shared sums, the peak and the excess over each soft budget they give."""
         hint_choice(self.model, self.choose, choice)
-        if peak is not None:
-            self.model.add_hint(self.peak, peak)
+        if self.rows is None:
+            return
+        for var, value in zip(self.shared, self.rows.sums.values(self.rows.booleans_of(choice)).tolist()):
+            self.model.add_hint(var, value)
+        usage = self.problem.usage(choice)
+        self.model.add_hint(self.peak, usage.peak)
+        for var, value in zip(self.over, usage.worst_excess(self.problem.limits)):
+            self.model.add_hint(var, value)
 
 
 def choice_variables(model: cp_model.CpModel, counts: tuple[int, ...]) -> list[list[cp_model.IntVar]]:
@@ -89,25 +102,29 @@ def usage_expressions(choose, rows: tuple[StepRow, ...]):
 
 
 def build_model(problem: Problem, soft: bool = False) -> LayoutChoices:
-    """Variables: one-hot candidate choice per group, and the peak. Constraints: the budget limits per kept step.
+    """Variables: one-hot candidate choice per group, the shared sums of merged terms, and the peak.
+    Constraints: the rows of `linear.linear_rows` (the peak and the budgets per kept step, reduced).
 
     `soft`: each limit gets an excess variable (XLA's "overbudget") that its rows may use, instead
     of being hard; plain rows either way, no enforcement literal (CP-SAT 9.15 issue #5293).
     """
     model = cp_model.CpModel()
     choose = choice_variables(model, problem.candidate_counts)
+    rows = linear_rows(problem, soft)
+    shared = [model.new_int_var(0, int(top), f"sum{k}") for k, top in enumerate(rows.sums.upper)]
+    _add_definitions(model, rows, [v.index for v in shared])
     floor, ceiling = problem.lower_bound(), problem.upper_bound()
     peak = model.new_int_var(min(floor, ceiling), max(floor, ceiling), "peak")
+    if rows.peak_cap is not None:
+        model.add(peak <= rows.peak_cap)
     over = tuple(model.new_int_var(0, max(ceiling * 2, 1), f"over_{limit.name}") for limit in problem.limits) if soft else ()
-    first = np.array([row[0].index if row else 0 for row in choose], dtype=np.int64)
-    for row in problem.rows:
-        _add_row(model, row, first, problem.limits, peak.index, [v.index for v in over])
+    for rule_rows in rows.rules:
+        _add_rule(model, rule_rows, problem.limits, peak.index, [v.index for v in over])
     variables = [v for row in choose for v in row]
     exchange = cp_model.LinearExpr.weighted_sum(variables, [int(x) for costs in problem.exchange for x in costs])
     changed = cp_model.LinearExpr.weighted_sum(variables, [0 if c == original else size for original, size, row in zip(
         problem.input_choice, problem.group_sizes, choose) for c in range(len(row))])
-    terms = sum(len(row.flat[1]) for row in problem.rows) * (1 + len(problem.limits))
-    return LayoutChoices(model, choose, peak, exchange, changed, over, terms)
+    return LayoutChoices(model, choose, peak, exchange, changed, over, rows.entries, rows, problem, tuple(shared))
 
 
 _FLOOR = -(2**40)
@@ -116,35 +133,31 @@ below 2^40), and small enough that CP-SAT without presolve does not overflow (-2
 a feasible model infeasible)."""
 
 
-def _add_linear(model: cp_model.CpModel, variables: np.ndarray, coefficients: np.ndarray, upper: int) -> None:
-    """`coefficients . variables <= upper` written straight into the proto (zeros left out): the
-    expression API costs a Python object per term, minutes at 50k values."""
-    keep = coefficients != 0
+def _add_linear(model: cp_model.CpModel, variables: list[int], coefficients: list[int], low: int, high: int) -> None:
+    """`low <= coefficients . variables <= high` written straight into the proto: the expression API costs a
+    Python object per term, minutes at 50k values."""
     constraint = model.proto.constraints.add()
-    constraint.linear.vars.extend(variables[keep].tolist())
-    constraint.linear.coeffs.extend(coefficients[keep].tolist())
-    constraint.linear.domain.extend([_FLOOR, int(upper)])
+    constraint.linear.vars.extend(variables)
+    constraint.linear.coeffs.extend(coefficients)
+    constraint.linear.domain.extend([low, high])
 
 
-def _add_row(model: cp_model.CpModel, row: StepRow, first: np.ndarray, limits, peak: int, over: list[int]) -> None:
-    """One kept step: `usage <= peak` and each limit. Each group's cheapest candidate moves into the
-    constant (exactly one candidate is chosen), so that candidate's term vanishes from the row."""
-    starts, standard, interleaved = row.flat
-    counts = np.diff(np.append(starts, len(standard)))
-    variables = np.repeat(first[[g for g, _, _ in row.terms]] - starts, counts) + np.arange(len(standard)) \
-        if len(starts) else starts
-    rules = [(1, 1, None, row.standard + row.interleaved)] + [
-        (limit.standard, limit.interleaved, limit.bytes, limit.usage(row.standard, row.interleaved)) for limit in limits]
-    for index, (a, b, cap, constant) in enumerate(rules):
-        low, _ = row.term_extremes(a, b)
-        coefficients = a * standard + b * interleaved - np.repeat(low, counts)
-        constant += int(low.sum())
-        if cap is None:
-            _add_linear(model, np.append(variables, peak), np.append(coefficients, -1), -constant)
-        elif over:
-            _add_linear(model, np.append(variables, over[index - 1]), np.append(coefficients, -1), cap - constant)
-        else:
-            _add_linear(model, variables, coefficients, cap - constant)
+def _add_definitions(model: cp_model.CpModel, rows: LinearRows, shared: list[int]) -> None:
+    """Each shared sum equals its merged terms' bytes: `sum - coefficients . booleans = 0`."""
+    columns, coefficients = rows.sums.columns.tolist(), (-rows.sums.coefficients).tolist()
+    for k, (a, b) in enumerate(zip(rows.sums.indptr[:-1].tolist(), rows.sums.indptr[1:].tolist())):
+        _add_linear(model, [shared[k], *columns[a:b]], [1, *coefficients[a:b]], 0, 0)
+
+
+def _add_rule(model: cp_model.CpModel, rule_rows: RuleRows, limits, peak: int, over: list[int]) -> None:
+    """The rule's rows: `usage <= peak`, or `usage <= cap` (`<= cap + over` with soft budgets)."""
+    columns, coefficients = rule_rows.columns.tolist(), rule_rows.coefficients.tolist()
+    rule = rule_rows.rule
+    extra = [peak] if rule.limit is None else [over[rule.limit]] if over else []
+    cap = 0 if rule.limit is None else limits[rule.limit].bytes
+    tail = [-1] * len(extra)
+    for constant, a, b in zip(rule_rows.constant.tolist(), rule_rows.indptr[:-1].tolist(), rule_rows.indptr[1:].tolist()):
+        _add_linear(model, columns[a:b] + extra, coefficients[a:b] + tail, _FLOOR, cap - constant)
 
 
 class _Watcher(cp_model.CpSolverSolutionCallback):
@@ -209,10 +222,19 @@ def _run(choices: LayoutChoices, settings: SolverSettings, seconds: float, phase
 
 
 def _scaled(progress: Progress | None, weight: int) -> Progress | None:
-    """A phase whose objective is a term x weight + a tie-breaker reports the term alone."""
-    if progress is None or weight == 1:
-        return progress
-    return lambda phase, objective, bound, elapsed: progress(phase, objective // weight, bound // weight, elapsed)
+    """A phase whose objective is a term x weight + a tie-breaker reports the term alone, and only when
+    what it shows changes (the tie-breaker alone improving would repeat the same line)."""
+    if progress is None:
+        return None
+    shown: list[tuple[str, int, int]] = []
+
+    def report(phase: str, objective: int, bound: int, elapsed: float) -> None:
+        figures = (phase, objective // weight, bound // weight)
+        if shown != [figures]:
+            shown[:] = [figures]
+            progress(phase, figures[1], figures[2], elapsed)
+
+    return report
 
 
 @dataclass(frozen=True)
@@ -284,31 +306,44 @@ class Start:
     """It fits and its peak is the lower bound: the peak phase has nothing to find."""
     proven: bool
     """It also has the least exchange x weight + changes any choice can have: every term is optimal."""
+    bound: int
+    """The best lower bound on the peak known before the solve (per row, or from windows)."""
+    windows: WindowBound | None = None
 
 
 def _rank(problem: Problem, choice: tuple[int, ...], objective: Objective) -> tuple[int, ...]:
     """Budget excess first, then the objective's terms (the peak, then exchange x weight + changes)."""
-    usage = usage_of(problem.rows, choice)
+    usage = problem.usage(choice)
     ties = tie_value(problem, choice)
     return (usage.violation(problem.limits), usage.peak, ties) if objective == Objective.PEAK else (
         usage.violation(problem.limits), ties)
 
 
-def start(problem: Problem, objective: Objective, soft: bool = False) -> Start:
-    """The better of the constructive choice and the input (by `_rank`), and what it already proves."""
+def start(problem: Problem, objective: Objective, soft: bool = False, settings: SolverSettings | None = None) -> Start:
+    """The better of the constructive choice and the input (by `_rank`), and what it already proves; with
+    `settings` (and the peak objective, hard budgets) window bounds try to prove its peak optimal."""
     built = construct(problem, objective)
     better = _rank(problem, built, objective) < _rank(problem, problem.input_choice, objective)
     hint = built if better else problem.input_choice
-    usage = usage_of(problem.rows, hint)
+    usage = problem.usage(hint)
     fits = not usage.violation(problem.limits) and not soft
-    peak_proven = fits and (objective == Objective.FIT or usage.peak == problem.lower_bound())
-    return Start(hint, better, peak_proven, peak_proven and tie_value(problem, hint) == tie_bound(problem))
+    windows = None
+    if settings is not None and objective == Objective.PEAK and not soft and usage.peak > problem.lower_bound():
+        windows = window_bound(problem, _without_windows, settings, usage.peak if fits else problem.upper_bound())
+    bound = windows.bound if windows else problem.lower_bound()
+    peak_proven = fits and (objective == Objective.FIT or usage.peak <= bound)
+    return Start(hint, better, peak_proven, peak_proven and tie_value(problem, hint) == tie_bound(problem), bound,
+                 windows)
+
+
+def _without_windows(problem: Problem, settings: SolverSettings) -> SolveResult:
+    return solve_reduced(problem, settings, windows=False)
 
 
 def _no_worse_than_hint(choices: LayoutChoices, problem: Problem, begun: Start, objective: Objective, soft: bool) -> None:
     """A hint that fits caps the first term at its value: whatever CP-SAT returns is at least as good
     (at 10k values, with presolve, it otherwise returned a peak 23% above the hint's)."""
-    usage = usage_of(problem.rows, begun.choice)
+    usage = problem.usage(begun.choice)
     if soft or usage.violation(problem.limits):
         return
     if objective == Objective.PEAK:
@@ -321,8 +356,8 @@ def _no_worse_than_hint(choices: LayoutChoices, problem: Problem, begun: Start, 
 def _constructed_result(problem: Problem, begun: Start, settings: SolverSettings, status: SolveStatus, timing: dict,
                         sizes: dict) -> SolveResult:
     """The hint as the answer: proven (the solver was skipped) or the best known (the solver found nothing)."""
-    usage = usage_of(problem.rows, begun.choice)
-    bound = usage.peak if begun.peak_proven and settings.objective == Objective.PEAK else problem.lower_bound()
+    usage = problem.usage(begun.choice)
+    bound = usage.peak if begun.peak_proven and settings.objective == Objective.PEAK else begun.bound
     return SolveResult(status, begun.choice, usage.peak, bound, exchange_bytes=problem.exchange_of(begun.choice),
                        changed_values=problem.changed_of(begun.choice), objective=settings.objective,
                        exchange_bound=problem.exchange_of(begun.choice) if status == SolveStatus.OPTIMAL
@@ -337,17 +372,30 @@ def solve(problem: Problem, settings: SolverSettings, progress: Progress | None 
 
 
 def solve_reduced(problem: Problem, settings: SolverSettings, progress: Progress | None = None,
-                  soft: bool = False) -> SolveResult:
+                  soft: bool = False, windows: bool = True) -> SolveResult:
     """The objective's phases in order (`peak`: the peak, then exchange bytes and changed values at that
     peak; `fit`: exchange bytes and changed values under the budgets); `soft`: least total excess first.
-    The hint is the constructive choice when it beats the input; when it meets every bound the solve is
-    skipped, and when the solver finds nothing in time it is the answer (status feasible)."""
+    The hint is the constructive choice when it beats the input; when window bounds (`windows`) or the
+    per-row bound meet its peak the peak phase is skipped, when it meets every bound the solve is skipped,
+    and when the solver finds nothing in time it is the answer (status feasible)."""
     started = time.perf_counter()
-    begun = start(problem, settings.objective, soft)
+    begun = start(problem, settings.objective, soft, settings if windows else None)
+    solved = begun.windows.windows if begun.windows else 0
+    if progress is not None and solved:
+        progress("windows", problem.usage(begun.choice).peak, begun.bound, time.perf_counter() - started)
+    if begun.windows is not None and begun.windows.infeasible:
+        return SolveResult(SolveStatus.INFEASIBLE, problem.input_choice, None, begun.bound, 0.0,
+                           time.perf_counter() - started, None, 0, 0, len(problem.rows), problem.steps_total,
+                           objective=settings.objective, windows=solved)
+    return replace(_solve_from(problem, settings, progress, soft, begun, started), windows=solved)
+
+
+def _solve_from(problem: Problem, settings: SolverSettings, progress: Progress | None, soft: bool, begun: Start,
+                started: float) -> SolveResult:
     if begun.proven:
         elapsed = time.perf_counter() - started
         if progress is not None:
-            progress("constructive", usage_of(problem.rows, begun.choice).peak, problem.lower_bound(), elapsed)
+            progress("constructive", problem.usage(begun.choice).peak, begun.bound, elapsed)
         return _constructed_result(problem, begun, settings, SolveStatus.OPTIMAL, {
             "solve_seconds": elapsed, "first_solution_seconds": elapsed}, {
             "variables": 0, "constraints": 0, "steps_kept": len(problem.rows), "steps_total": problem.steps_total,
@@ -362,23 +410,27 @@ def solve_reduced(problem: Problem, settings: SolverSettings, progress: Progress
     built = time.perf_counter()
     proto = choices.model.proto
     sizes = {"variables": len(proto.variables), "constraints": len(proto.constraints), "steps_kept": len(problem.rows),
-             "steps_total": problem.steps_total, "build_seconds": built - started}
+             "steps_total": problem.steps_total, "build_seconds": built - started,
+             "entries_before": choices.rows.plain_entries, "entries": choices.terms,
+             "groups_merged": choices.rows.merged_terms}
     outcomes, choice, first = run_phases(choices, ordered, settings, progress, built)
     timing = {"solve_seconds": time.perf_counter() - built, "first_solution_seconds": first}
     if choice is None and outcomes[0].status == SolveStatus.NO_SOLUTION and (
             begun.constructed or begun.peak_proven):
-        return _constructed_result(problem, begun, settings, SolveStatus.FEASIBLE, timing, sizes)
+        proven = begun.peak_proven and settings.objective == Objective.PEAK
+        return _constructed_result(problem, begun, settings, SolveStatus.OPTIMAL if proven else SolveStatus.FEASIBLE,
+                                   timing, sizes)
     by_name = {outcome.phase.name: outcome for outcome in outcomes}
     head = outcomes[0]
     if "peak" in by_name:
-        peak_bound = max(by_name["peak"].bound, problem.lower_bound())
+        peak_bound = max(by_name["peak"].bound, begun.bound)
     else:
-        peak_bound = problem.lower_bound() if choice else 0
+        peak_bound = begun.bound if choice else 0
     if choice is None:
         return SolveResult(head.status, problem.input_choice, None, peak_bound, objective=settings.objective,
                            **timing, **sizes)
     exchange = by_name.get("exchange")
-    usage = usage_of(problem.rows, choice)
+    usage = problem.usage(choice)
     # The status is the first term's: a hint whose peak is the lower bound proved it before the solve.
     status = SolveStatus.OPTIMAL if begun.peak_proven and settings.objective == Objective.PEAK else head.status
     return SolveResult(status, choice, usage.peak, peak_bound, exchange_bytes=problem.exchange_of(choice),
@@ -404,7 +456,7 @@ def pareto_front(problem: Problem, settings: SolverSettings, max_points: int,
         if choice is None:
             return points, outcomes[0].status == SolveStatus.INFEASIBLE
         proven = all(outcome.status == SolveStatus.OPTIMAL for outcome in outcomes)
-        points.append(FrontPoint(choice, usage_of(problem.rows, choice).peak, problem.exchange_of(choice),
+        points.append(FrontPoint(choice, problem.usage(choice).peak, problem.exchange_of(choice),
                                  problem.changed_of(choice), proven, time.perf_counter() - started))
         if on_point is not None:
             on_point(points[-1])

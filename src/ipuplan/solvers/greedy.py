@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from ipuplan.costs import Objective, Problem, Usage, usage_of
+from ipuplan.costs import Objective, Problem, Usage
 from ipuplan.solvers.result import Progress, SolveResult, SolverSettings, SolveStatus
 
 
@@ -24,21 +24,21 @@ def greedy_choice(problem: Problem, objective: Objective = Objective.PEAK) -> tu
         second = problem.exchange_of(trial) if objective == Objective.FIT else usage.peak
         return usage.violation(problem.limits), second
 
-    current = usage_of(problem.rows, tuple(choice))
+    current = problem.usage(tuple(choice))
     while True:
         focus = problem.rows[_focus_row(current, problem)]
         best = (score(tuple(choice), current), None)
         for g, _, _ in focus.terms:
             for c in range(problem.candidate_counts[g]):
                 trial = tuple(c if k == g else x for k, x in enumerate(choice))
-                trial_score = score(trial, usage_of(problem.rows, trial))
+                trial_score = score(trial, problem.usage(trial))
                 if trial_score < best[0]:
                     best = (trial_score, (g, c))
         if best[1] is None:
             return tuple(choice)
         g, c = best[1]
         choice[g] = c
-        current = usage_of(problem.rows, tuple(choice))
+        current = problem.usage(tuple(choice))
 
 
 def _focus_row(usage: Usage, problem: Problem) -> int:
@@ -54,7 +54,7 @@ def solve(problem: Problem, settings: SolverSettings, progress: Progress | None 
     started = time.perf_counter()
     fit = settings.objective == Objective.FIT
     choice = greedy_choice(problem, settings.objective)
-    usage = usage_of(problem.rows, choice)
+    usage = problem.usage(choice)
     bound = problem.lower_bound()
     seconds = time.perf_counter() - started
     if progress is not None:

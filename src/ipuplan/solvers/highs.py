@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from ipuplan.costs import Objective, Problem, usage_of
+from ipuplan.costs import Objective, Problem
 from ipuplan.errors import IpuplanError
 from ipuplan.solvers.result import Progress, SolveResult, SolverSettings, SolveStatus
 
@@ -121,7 +121,7 @@ def _fit(problem: Problem, settings: SolverSettings, progress: Progress | None) 
     if progress is not None:
         progress("exchange", exchange, bound, elapsed)
     status = SolveStatus.OPTIMAL if result.status == 0 else SolveStatus.FEASIBLE
-    return SolveResult(status, choice, usage_of(problem.rows, choice).peak, problem.lower_bound(), solve_seconds=elapsed,
+    return SolveResult(status, choice, problem.usage(choice).peak, problem.lower_bound(), solve_seconds=elapsed,
                        first_solution_seconds=elapsed, exchange_bytes=exchange, changed_values=problem.changed_of(choice),
                        objective=Objective.FIT, exchange_bound=exchange if status == SolveStatus.OPTIMAL else bound,
                        **_sizes(problem))
@@ -139,7 +139,7 @@ def solve(problem: Problem, settings: SolverSettings, progress: Progress | None 
     bound = _dual_bound(first)
     if choice is None:
         return _no_choice(problem, first, bound, elapsed, Objective.PEAK)
-    peak = usage_of(problem.rows, choice).peak
+    peak = problem.usage(choice).peak
     if progress is not None:
         progress("peak", peak, bound, elapsed)
     status = SolveStatus.OPTIMAL if first.status == 0 else SolveStatus.FEASIBLE

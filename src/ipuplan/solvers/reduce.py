@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ipuplan.costs import Problem, StepRow
-from ipuplan.solvers.construct import group_rows, tie_costs
+from ipuplan.costs import Problem, StepRow, TermTable
+from ipuplan.solvers.construct import tie_costs
 
 
 @dataclass(frozen=True)
@@ -48,15 +48,52 @@ def undominated(standard: np.ndarray, interleaved: np.ndarray, ties: np.ndarray,
     return np.flatnonzero(~beaten)
 
 
+def terms_by_group(table: TermTable, groups: int) -> list[np.ndarray]:
+    """Per group, its distinct terms."""
+    order = np.argsort(table.group, kind="stable")
+    bounds = np.searchsorted(table.group[order], np.arange(groups + 1))
+    return [order[bounds[g]:bounds[g + 1]] for g in range(groups)]
+
+
+def _kept(problem: Problem) -> tuple[np.ndarray, ...]:
+    """Per group, its undominated candidates; equal groups (the copies of an unrolled program) computed once."""
+    table, ties = problem.table, tie_costs(problem)
+    found: dict[tuple, np.ndarray] = {}
+    kept = []
+    for g, terms in enumerate(terms_by_group(table, problem.groups)):
+        at = table.start[terms][:, None] + np.arange(problem.candidate_counts[g])
+        standard, interleaved = table.standard[at], table.interleaved[at]
+        key = (standard.shape, standard.tobytes(), interleaved.tobytes(), ties[g].tobytes(), problem.input_choice[g])
+        if key not in found:
+            found[key] = undominated(standard, interleaved, ties[g], problem.input_choice[g])
+        kept.append(found[key])
+    return tuple(kept)
+
+
+def _kept_table(table: TermTable, kept: tuple[np.ndarray, ...]) -> TermTable:
+    """The table over the kept candidates: the same occurrences, each distinct term narrowed."""
+    at = [table.start[t] + kept[g] for t, g in enumerate(table.group)]
+    counts = np.array([len(a) for a in at], dtype=np.int64)
+    picked = np.concatenate(at) if at else np.zeros(0, dtype=np.int64)
+    return replace(table, start=np.cumsum(counts) - counts, standard=table.standard[picked],
+                   interleaved=table.interleaved[picked])
+
+
+def _kept_rows(problem: Problem, table: TermTable) -> tuple[StepRow, ...]:
+    terms = [(int(g), table.standard[start:start + count], table.interleaved[start:start + count])
+             for g, start, count in zip(table.group, table.start, table.counts)]
+    bounds = np.searchsorted(table.row, np.arange(len(problem.rows) + 1))
+    return tuple(StepRow(row.step, row.standard, row.interleaved, tuple(terms[t] for t in table.term[a:b]))
+                 for row, a, b in zip(problem.rows, bounds[:-1], bounds[1:]))
+
+
 def reduce(problem: Problem) -> Reduced:
     """The problem over the undominated candidates, and the map back to the original indices."""
-    index, ties = group_rows(problem), tie_costs(problem)
-    kept = tuple(undominated(index.standard[g], index.interleaved[g], ties[g], problem.input_choice[g])
-                 for g in range(problem.groups))
-    rows = tuple(StepRow(row.step, row.standard, row.interleaved,
-                         tuple((g, s[kept[g]], i[kept[g]]) for g, s, i in row.terms)) for row in problem.rows)
+    kept = _kept(problem)
+    table = _kept_table(problem.table, kept)
     where = [{int(c): k for k, c in enumerate(group)} for group in kept]
-    smaller = replace(problem, candidate_counts=tuple(len(k) for k in kept), rows=rows,
+    smaller = replace(problem, candidate_counts=tuple(len(k) for k in kept), rows=_kept_rows(problem, table),
                       input_choice=tuple(where[g][c] for g, c in enumerate(problem.input_choice)),
                       exchange=tuple(tuple(problem.exchange[g][int(c)] for c in group) for g, group in enumerate(kept)))
+    smaller.__dict__["table"] = table  # the narrowed table is the rows' table: no second pass over every term
     return Reduced(smaller, kept, sum(problem.candidate_counts))

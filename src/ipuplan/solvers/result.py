@@ -62,6 +62,11 @@ class SolveResult:
     """Model reduction: groups folded into another group's term (always live together)."""
     candidates_dropped: int = 0
     """Model reduction: candidates another candidate of the same group dominates."""
+    windows: int = 0
+    """Distinct windows solved exactly for a lower bound on the peak (`solvers.windows`)."""
+    entries_before: int = 0
+    entries: int = 0
+    """Model reduction: row entries before (every candidate of every term, every rule) and as written."""
 
     @property
     def gap(self) -> float | None:

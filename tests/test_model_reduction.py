@@ -1,0 +1,122 @@
+"""Model reduction and window bounds (issue 11): the reduced rows are the same inequalities, exactly, and a
+window's least peak is a lower bound the whole problem cannot beat."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from ipuplan.budgets import Budgets
+from ipuplan.costs import Problem, StepRow, problem_of
+from ipuplan.solvers import SolverSettings, SolveStatus, solve
+from ipuplan.solvers.cpsat import solve_reduced
+from ipuplan.solvers.linear import linear_rows
+from ipuplan.solvers.reduce import reduce
+from ipuplan.solvers.windows import window, window_bound
+
+SETTINGS = SolverSettings(time_limit=5, workers=1, deterministic=True)
+
+
+def b(*numbers: int) -> np.ndarray:
+    return np.array(numbers, dtype=np.int64)
+
+
+def problem(rows, counts, limits=()) -> Problem:
+    return Problem(candidate_counts=counts, input_choice=(0,) * len(counts), group_sizes=(1,) * len(counts),
+                   rows=tuple(rows), exchange=tuple((0,) * n for n in counts), limits=limits, steps_total=len(rows))
+
+
+def always_together(seed: int = 3) -> Problem:
+    """Three groups of six candidates live at the same eight rows (merged), one group live at two of them
+    (written directly), under budgets that some choices break."""
+    rng = np.random.default_rng(seed)
+    shared = [(g, rng.integers(0, 90, 6), rng.integers(0, 90, 6)) for g in range(3)]
+    alone = (3, rng.integers(0, 50, 4), rng.integers(0, 50, 4))
+    rows = [StepRow(r, 10 * r, 5 * r, tuple(shared) + ((alone,) if r in (2, 5) else ())) for r in range(8)]
+    return problem(rows, (6, 6, 6, 4), Budgets(420, 200, 0).limits)
+
+
+def left_hand_sides(p: Problem, choice: tuple[int, ...]):
+    """Per written rule, (kept rows, constant + coefficients . columns) with the columns of `choice`."""
+    rows = linear_rows(p)
+    booleans = rows.booleans_of(choice)
+    columns = np.concatenate([booleans, rows.sums.values(booleans)])
+    for rule_rows in rows.rules:
+        sums = np.add.reduceat(np.append(rule_rows.coefficients * columns[rule_rows.columns], 0),
+                               rule_rows.indptr[:-1]) if rule_rows.entries else np.zeros(len(rule_rows.rows), np.int64)
+        empty = rule_rows.indptr[:-1] == rule_rows.indptr[1:]
+        yield rule_rows, rule_rows.constant + np.where(empty, 0, sums)
+
+
+def test_merged_rows_are_the_same_inequalities_for_every_choice():
+    p = always_together()
+    rows = linear_rows(p)
+    assert rows.merged_terms == 3 and rows.sums.count == 2 and rows.entries < rows.plain_entries
+    total_budget = next(limit for limit in p.limits if (limit.standard, limit.interleaved) == (1, 1))
+    assert rows.peak_cap == total_budget.bytes and all(r.rule.limit != p.limits.index(total_budget) for r in rows.rules)
+    for choice in itertools.product(range(6), range(6), range(6), range(4)):
+        usage = p.usage(choice)
+        for rule_rows, lhs in left_hand_sides(p, choice):
+            rule = rule_rows.rule
+            exact = rule.standard * usage.standard + rule.interleaved * usage.interleaved
+            assert np.array_equal(lhs, exact[rule_rows.rows])
+            cap = p.lower_bound() if rule.limit is None else p.limits[rule.limit].bytes
+            left_out = np.setdiff1d(np.arange(len(p.rows)), rule_rows.rows)
+            assert (exact[left_out] <= cap).all()
+
+
+def test_reduced_model_reaches_the_brute_force_optimum():
+    p = always_together()
+    feasible = [(p.usage(c).peak, c) for c in itertools.product(range(6), range(6), range(6), range(4))
+                if not p.usage(c).violation(p.limits)]
+    result = solve(p, SETTINGS)
+    assert result.status == SolveStatus.OPTIMAL and result.peak == min(feasible)[0]
+    assert result.entries < result.entries_before
+
+
+def test_the_reference_model_is_smaller_and_its_rows_exact(facts, spaces):
+    p = reduce(problem_of(facts, spaces["full"])).problem
+    rows = linear_rows(p)
+    assert rows.entries < rows.plain_entries
+    choice = p.input_choice
+    usage = p.usage(choice)
+    for rule_rows, lhs in left_hand_sides(p, choice):
+        exact = rule_rows.rule.standard * usage.standard + rule_rows.rule.interleaved * usage.interleaved
+        assert np.array_equal(lhs, exact[rule_rows.rows])
+
+
+# A is live at both rows and must be large at one of them: per row the least is 10 + 0, but any choice
+# puts 50 at one row. B, at row 2 only, is independent of A.
+#   row 0 = 10 + A[0 | 40]   row 1 = 10 + A[40 | 0]   row 2 = 20 + B[5 | 3]
+COUPLED = problem([StepRow(0, 10, 0, ((0, b(0, 40), b(0, 0)),)), StepRow(1, 10, 0, ((0, b(40, 0), b(0, 0)),)),
+                   StepRow(2, 20, 0, ((1, b(5, 3), b(0, 0)),))], (2, 2))
+
+
+def test_a_window_is_the_problem_of_its_rows_alone():
+    key, sub = window(COUPLED, 1, 3)
+    assert sub.candidate_counts == (2, 2) and [row.step for row in sub.rows] == [1, 2]
+    assert [g for row in sub.rows for g, _, _ in row.terms] == [0, 1]
+    assert key == window(COUPLED, 1, 3)[0] != window(COUPLED, 0, 2)[0]
+
+
+def test_a_window_bound_beats_the_per_row_bound_and_never_the_optimum():
+    found = window_bound(COUPLED, lambda sub, s: solve_reduced(sub, s, windows=False), SETTINGS, target=10**9, rows=2)
+    assert COUPLED.lower_bound() == 23 and found.bound == 50 and not found.infeasible
+    assert found.bound <= solve(COUPLED, SETTINGS).peak == 50
+
+
+def test_a_window_that_cannot_fit_proves_the_whole_cannot():
+    tight = COUPLED.with_limits(Budgets(45, 100, 0).limits)
+    found = window_bound(tight, lambda sub, s: solve_reduced(sub, s, windows=False), SETTINGS, target=10**9, rows=2)
+    assert found.infeasible
+    assert solve(tight, SETTINGS).status == SolveStatus.INFEASIBLE
+
+
+@pytest.mark.parametrize("budgets", [None, Budgets(45, 100, 0)])
+def test_windows_and_the_whole_model_agree_with_brute_force(budgets):
+    p = COUPLED if budgets is None else COUPLED.with_limits(budgets.limits)
+    result = solve(p, SETTINGS)
+    feasible = [p.usage(c).peak for c in itertools.product(range(2), range(2)) if not p.usage(c).violation(p.limits)]
+    assert (result.peak, result.status) == ((min(feasible), SolveStatus.OPTIMAL) if feasible else (None, SolveStatus.INFEASIBLE))

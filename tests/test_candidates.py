@@ -165,3 +165,87 @@ def test_stride_orders_are_legal_placements_and_cheaper_ones_become_candidates(r
                      and [a.partitions for a in c.layouts[0].axes] == [a.partitions for a in choice.layouts[0].axes]
                      and c.layouts[0].memory_class == choice.layouts[0].memory_class]
             assert twins and all(choice.exchange_bytes < twin.exchange_bytes for twin in twins)
+
+
+def _front_one_at_a_time(vectors):
+    """The Pareto front by its definition: in lexicographic order, keep what no kept vector is at most."""
+    import numpy as np
+
+    kept: list[int] = []
+    for index in np.lexsort(vectors.T[::-1]):
+        if not any((vectors[k] <= vectors[index]).all() for k in kept):
+            kept.append(int(index))
+    return kept
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pareto_front_in_blocks_is_the_front_one_vector_at_a_time(seed):
+    import numpy as np
+
+    from ipuplan.candidates.kernels import PARETO_BLOCK, pareto_front
+
+    rng = np.random.default_rng(seed)  # few distinct values: many equal and dominated vectors, fronts across blocks
+    vectors = rng.integers(0, 6, size=(int(rng.integers(1, 3 * PARETO_BLOCK)), int(rng.integers(1, 7))))
+    assert pareto_front(vectors) == _front_one_at_a_time(vectors)
+
+
+def test_split_grid_is_the_nested_loops_in_their_order():
+    from ipuplan.candidates.kernels import split_grid
+
+    options = [[1, 2, 3, 5], [1, 2, 4, 8], [1, 3, 9]]
+    for tiles in (1, 7, 24, 1000):
+        loops = [[a, b, c] for a in options[0] for b in options[1] for c in options[2] if a * b * c <= tiles]
+        assert split_grid(options, tiles).tolist() == loops
+
+
+@pytest.mark.parametrize("shape", [(1, 729, 1152), (7, 3)])
+def test_flat_sizes_are_the_shard_bytes_of_the_flat_layouts(reference_plan, shape):
+    from ipuplan.candidates.retile import flat_layout, flat_sizes
+
+    layout = reference_plan.values[8].parsed_layout
+    sizes = flat_sizes(shape, 2, 1472)
+    assert sizes and len({size for _, size in sizes}) == len(sizes)
+    assert all(shard_bytes(shape, 2, flat_layout(layout, shape, count)) == size for count, size in sizes)
+
+
+def _sent_element_by_element(shape, element_size, source, target):
+    """Bytes sent, one element and one target replica at a time, from the tile mappings `ipuplan.exchange` describes."""
+    from itertools import product as every
+
+    from ipuplan.exchange import placement
+
+    a, b = placement(shape, source), placement(shape, target)
+
+    def base(place, index):
+        return sum(min(i // extent, parts - 1) * stride for i, (extent, parts, stride) in zip(index, place.dimensions))
+
+    sent = 0
+    for index in every(*(range(size) for size in shape)):
+        held = {base(a, index) + r * a.span for r in range(a.replicas)}
+        sent += sum(base(b, index) + r * b.span not in held for r in range(b.replicas))
+    return sent * element_size
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_exchange_summed_per_distance_is_the_element_by_element_count(seed):
+    import numpy as np
+
+    from ipuplan.debug_syntax import Atom
+    from ipuplan.exchange import mapped_exchange_bytes
+    from ipuplan.layout import Axis, AxisTiling, Layout
+
+    rng = np.random.default_rng(seed)
+
+    def random_layout(shape):
+        axes = tuple(
+            AxisTiling(Axis("FromStart", d), int(rng.integers(1, 5)), 1, int(block), int(block), 1, "Zero",
+                       None if rng.random() < 0.3 else int(rng.integers(1, 7)))
+            for d in range(len(shape)) for block in [rng.integers(1, 4)]
+        )
+        replicas = int(rng.integers(1, 4))
+        return Layout(Atom("RowMajor"), replicas * int(np.prod([a.partitions for a in axes])), replicas, axes, STANDARD)
+
+    for _ in range(40):
+        shape = tuple(int(s) for s in rng.integers(1, 13, size=int(rng.integers(1, 4))))
+        source, target = random_layout(shape), random_layout(shape)
+        assert mapped_exchange_bytes(shape, 2, source, target) == _sent_element_by_element(shape, 2, source, target)

@@ -58,18 +58,38 @@ def _segments(size: int, source: tuple[int, int, int], target: tuple[int, int, i
 
 @lru_cache(maxsize=65536)
 def mapped_exchange_bytes(shape: tuple[int, ...], element_size: int, source: Layout, target: Layout) -> int:
-    """Bytes sent to give every tile of `target` its shard from `source` (same logical tensor)."""
+    """Bytes sent to give every tile of `target` its shard from `source` (same logical tensor).
+
+    Whether a run of elements is local depends only on how far its target tile is from its source
+    tile, so runs are summed per distance as the dimensions are added: distances span a narrow
+    range, and there are far fewer of them than runs.
+    """
     a, b = placement(shape, source), placement(shape, target)
     if a is None or b is None:
         return 0 if source.axes == target.axes else prod(shape) * element_size
+    distances = np.zeros(1, dtype=np.int64)
     elements = np.ones(1, dtype=np.int64)
-    offset_a = np.zeros(1, dtype=np.int64)
-    offset_b = np.zeros(1, dtype=np.int64)
     for size, dim_a, dim_b in zip(shape, a.dimensions, b.dimensions):
+        if min(dim_a[0], dim_b[0]) >= size:  # one run, in the first shard on both sides: no distance added
+            elements = elements * size
+            continue
         lengths, off_a, off_b = _segments(size, dim_a, dim_b)
-        elements = np.multiply.outer(elements, lengths).ravel()
-        offset_a = np.add.outer(offset_a, off_a).ravel()
-        offset_b = np.add.outer(offset_b, off_b).ravel()
-    difference = np.add.outer(offset_b - offset_a, np.arange(b.replicas, dtype=np.int64) * b.span)
+        distances, elements = _per_distance(np.add.outer(distances, off_b - off_a).ravel(),
+                                            np.multiply.outer(elements, lengths).ravel())
+    difference = np.add.outer(distances, np.arange(b.replicas, dtype=np.int64) * b.span)
     local = (difference >= 0) & (difference % a.span == 0) & (difference // a.span < a.replicas)
     return int((elements[:, None] * ~local).sum()) * element_size
+
+
+def _per_distance(distances: np.ndarray, elements: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each distance with the elements at it, where their range is shorter than the list (counted at once).
+
+    The float sums are exact: a tensor has far fewer than 2**53 elements.
+    """
+    lowest = int(distances.min())
+    span = int(distances.max()) - lowest + 1
+    if span >= len(distances):
+        return distances, elements
+    totals = np.bincount(distances - lowest, weights=elements, minlength=span)
+    present = np.flatnonzero(totals)
+    return present + lowest, totals[present].astype(np.int64)

@@ -12,16 +12,17 @@ import numpy as np
 
 from ipuplan.attention import AttentionFamily, HeadSplit, current_head_split, derive_attention, inner_block
 from ipuplan.candidates import rules
-from ipuplan.candidates.kernels import MAX_SPLITS, AxisSizes, pareto_front
+from ipuplan.candidates.kernels import MAX_SPLITS, AxisSizes, pareto_front, split_grid
 from ipuplan.candidates.storage import partition_options
 from ipuplan.candidates.types import Candidate, Decisions, FreeGroup, Freeze, FreezeReason, FrozenGroup
-from ipuplan.estimate import aligned_bytes, value_bytes
+from ipuplan.estimate import GRANULE, value_bytes
 from ipuplan.facts import PlanFacts
 from ipuplan.families import IllegalSplit
+from ipuplan.layout import ceil_div
 
 
 class _HeadSizer:
-    """Bytes of each member under a split, by the estimate's arithmetic, without building layouts."""
+    """Bytes of each member under many splits at once, by the estimate's arithmetic, without building layouts."""
 
     def __init__(self, facts: PlanFacts, family: AttentionFamily) -> None:
         self.facts, self.family = facts, family
@@ -46,40 +47,44 @@ class _HeadSizer:
     def blocks(self, value_id: int, role: str) -> int:
         return self.axes[value_id][role].blocks
 
-    def vector(self, split: HeadSplit, block: int) -> tuple[int, ...]:
+    def vectors(self, splits: np.ndarray, blocks: np.ndarray) -> np.ndarray:
+        """Per split (k, heads, m, n) with its K block: the members' bytes and the Sum scratch."""
         values = self.facts.plan.values
-        sizes = []
+        k, heads, m, n = splits.T
+        partitions = {"heads": heads, "m": m, "n": n}
+        columns = []
         for v in self.family.members:
-            elements = self.whole[v]
+            elements = np.full(len(splits), self.whole[v], dtype=np.int64)
             for role, sizer in self.axes[v].items():
-                elements *= block if role == "k" else 1 if role == "pk" else sizer.extent(split.partitions(role))
+                if role == "k":
+                    elements = elements * blocks
+                elif role != "pk":
+                    elements = elements * sizer.extent(partitions[role])
             shard = elements * values[v].element_size
-            sizes.append(aligned_bytes(shard, values[v].memory_class, v in self.facts.amp_aligned))
-        return (*sizes, (split.k + 1) * self.sum_shard)
+            if v in self.facts.amp_aligned:  # `estimate.aligned_bytes`, every shard at once
+                granule = GRANULE[values[v].memory_class]
+                shard = ceil_div(shard, granule) * granule
+            columns.append(shard)
+        return np.column_stack((*columns, (k + 1) * self.sum_shard))
 
 
 def head_splits(facts: PlanFacts, family: AttentionFamily) -> list[HeadSplit]:
     """Every legal split's Pareto-best representatives (by member bytes and scratch), the input's first."""
     sizer = _HeadSizer(facts, family)
-    tiles = facts.plan.tile_count
     k_options = range(1, sizer.blocks(family.left, "k") * 8 + 1) if family.reduces else (1,)
-    found: list[HeadSplit] = []
-    vectors: list[tuple[int, ...]] = []
+    blocks = {}
     for k in k_options:
         try:
-            block = inner_block(facts.plan, family, k)
+            blocks[k] = inner_block(facts.plan, family, k)
         except IllegalSplit:
             continue
-        for heads in partition_options(sizer.blocks(family.left, "heads")):
-            for m in partition_options(sizer.blocks(family.left, "m")):
-                if k * heads * m > tiles:
-                    break
-                for n in partition_options(sizer.blocks(family.right, "n")):
-                    if k * heads * m * n > tiles:
-                        break
-                    found.append(HeadSplit(heads, m, n, k))
-                    vectors.append(sizer.vector(found[-1], block))
-    chosen = [found[i] for i in pareto_front(np.array(vectors, dtype=np.int64))] if found else []
+    options = [list(blocks), *(partition_options(sizer.blocks(v, role)) for v, role in
+                               ((family.left, "heads"), (family.left, "m"), (family.right, "n")))]
+    found = split_grid(options, facts.plan.tile_count)
+    chosen = []
+    if len(found):
+        vectors = sizer.vectors(found, np.array([blocks[k] for k in found[:, 0].tolist()], dtype=np.int64))
+        chosen = [HeadSplit(heads, m, n, k) for k, heads, m, n in found[pareto_front(vectors)].tolist()]
     if len(chosen) > MAX_SPLITS:
         chosen = [chosen[int(i * len(chosen) / MAX_SPLITS)] for i in range(MAX_SPLITS)]
     original = current_head_split(facts.plan, family)
@@ -117,8 +122,30 @@ def _signature(facts: PlanFacts, family: AttentionFamily) -> tuple:
     return members, facts.plan.steps[family.gemm_step].operation, facts.plan.tile_count, sum_shard
 
 
+def _group_signature(facts: PlanFacts, family: AttentionFamily, members: rules.LayoutGroup, role_of: dict[int, int],
+                     moved, ratios) -> tuple:
+    """Everything a family's candidates depend on besides its splits, with steps relative to its Gemm."""
+    values = facts.plan.values
+    total = values[family.sum_result] if family.reduces else None
+    given = facts.plan.steps[family.sum_step].scratch if family.reduces else None
+    return (
+        tuple((values[m].layout, tuple(values[m].shape), values[m].precision, values[m].copies, m in facts.amp_aligned,
+               family.members.index(role_of[m])) for m in members),
+        tuple(family.roles[v] for v in family.members),
+        None if total is None else (total.layout, tuple(total.shape), total.precision),
+        None if given is None else (family.sum_step - family.gemm_step, given.standard == 0 and given.interleaved > 0),
+        tuple((step - family.gemm_step, position, std, il) for step, position, std, il in ratios),
+        moved,
+    )
+
+
 def attention_group(context: rules.Context, family: AttentionFamily, group_of: dict[int, rules.LayoutGroup],
                     cache: dict) -> FreeGroup | FrozenGroup:
+    """The product as one free group (every member and its aliases), or frozen with the reason.
+
+    `cache` maps a family's signature to its splits, and with its group's signature to its candidates
+    (steps relative to the Gemm), so repeated layers and unrolled copies derive them once.
+    """
     facts = context.facts
     own_steps = frozenset(s for s in (family.gemm_step, family.sum_step) if s is not None)
     role_of = {m: role for role in family.members for m in group_of[role]}
@@ -135,8 +162,11 @@ def attention_group(context: rules.Context, family: AttentionFamily, group_of: d
     signature = _signature(facts, family)
     if signature not in cache:
         cache[signature] = head_splits(facts, family)
-    found = (_candidate(facts, family, split, members, role_of, moved, ratios) for split in cache[signature])
-    candidates = tuple(c for c in found if c is not None)
+    key = (signature, _group_signature(facts, family, members, role_of, moved, ratios))
+    if key not in cache:
+        found = (_candidate(facts, family, split, members, role_of, moved, ratios) for split in cache[signature])
+        cache[key] = tuple(c.shifted(-family.gemm_step) for c in found if c is not None)
+    candidates = tuple(c.shifted(family.gemm_step) for c in cache[key])
     if len(candidates) <= 1:
         return FrozenGroup(members, FreezeReason(Freeze.NO_OTHER_SPLIT, family_step=family.gemm_step))
     return FreeGroup(members, candidates, input_index=0, kind="attention")

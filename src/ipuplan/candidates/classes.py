@@ -34,28 +34,37 @@ def gemm_touched(context: rules.Context) -> frozenset[int]:
     return frozenset(touched)
 
 
-def class_candidates(context: rules.Context, members: rules.LayoutGroup) -> tuple[Candidate, ...]:
+def class_candidates(context: rules.Context, members: rules.LayoutGroup,
+                     moved: tuple[rules.Move, ...]) -> tuple[Candidate, ...]:
     """The input layout, then the same tiling in the other class (bytes unchanged: nothing here is AMP-aligned)."""
     facts = context.facts
     values = facts.plan.values
     layout = values[members[0]].parsed_layout
     layouts = (layout,) * len(members)
     sizes = tuple(facts.estimate.values[m] for m in members)
-    exchange = rules.exchange_cost(facts, members, rules.moved_tensors(facts, members), layouts)
+    exchange = rules.exchange_cost(facts, members, moved, layouts)
     other = next(c for c in MEMORY_CLASSES if c != layout.memory_class)
     flipped = (replace(layout, memory_class=other),) * len(members)
     return Candidate(layouts, sizes, exchange), Candidate(flipped, sizes, exchange, label=f"class {other}")
 
 
 def class_level(context: rules.Context, groups: tuple[rules.LayoutGroup, ...]) -> Decisions:
-    """A free group of two candidates (its class, the other) for each group only kernels hold."""
+    """A free group of two candidates (its class, the other) for each group only kernels hold.
+
+    Groups alike (`rules.group_key`) share their candidates: they hold no step numbers.
+    """
     touched = gemm_touched(context)
-    free = []
+    facts = context.facts
+    free, cache = [], {}
     for members in groups:
         reason = rules.freeze_reason(context, members)
         if reason is None or reason.kind not in MOVABLE_CLASS or touched.intersection(members):
             continue
-        if any(m in context.facts.amp_aligned for m in members):
+        if any(m in facts.amp_aligned for m in members):
             continue
-        free.append(FreeGroup(members, class_candidates(context, members), input_index=0, kind="class"))
+        moved = rules.moved_tensors(facts, members)
+        key = rules.group_key(facts, members, moved)
+        if key not in cache:
+            cache[key] = class_candidates(context, members, moved)
+        free.append(FreeGroup(members, cache[key], input_index=0, kind="class"))
     return Decisions(free=tuple(free))

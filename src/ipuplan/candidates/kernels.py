@@ -7,7 +7,6 @@ bytes, the input's own split always first.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import lru_cache
 
 import numpy as np
@@ -26,7 +25,7 @@ from ipuplan.candidates.rules import (
 )
 from ipuplan.candidates.storage import partition_options
 from ipuplan.candidates.types import Candidate, Decisions, FreeGroup, Freeze, FreezeReason, FrozenGroup
-from ipuplan.estimate import aligned_bytes, value_bytes
+from ipuplan.estimate import GRANULE, value_bytes
 from ipuplan.facts import PlanFacts
 from ipuplan.families import (
     IllegalSplit,
@@ -41,13 +40,15 @@ from ipuplan.format import Plan
 from ipuplan.layout import AxisTiling, ceil_div
 
 MAX_SPLITS = 48
+PARETO_BLOCK = 512
+"""Vectors `pareto_front` checks at once: fewer numpy calls, but pairs within a block cost quadratic memory."""
 
 
 @lru_cache(maxsize=1024)
-def _spreads(k: int) -> tuple[tuple[int, int], ...]:
-    """Every (a, b) with a * b dividing k, in the order the Sum spread search tries them."""
+def _spreads(k: int) -> np.ndarray:
+    """Every (a, b) with a * b dividing k, in the order the Sum spread search tries them, (1, 1) first."""
     divisors = [d for d in range(1, k + 1) if k % d == 0]
-    return tuple((a, b) for a in divisors for b in divisors if (k // a) % b == 0)
+    return np.array([(a, b) for a in divisors for b in divisors if (k // a) % b == 0], dtype=np.int64)
 
 
 class AxisSizes:
@@ -55,14 +56,30 @@ class AxisSizes:
 
     def __init__(self, blocks: int, axis: AxisTiling) -> None:
         self.blocks = blocks
-        self.extents = [0] + [axis.extent_of_blocks(blocks, p) for p in range(1, blocks + 1)]
+        self.extents = np.array([0] + [axis.extent_of_blocks(blocks, p) for p in range(1, blocks + 1)], dtype=np.int64)
 
-    def extent(self, partitions: int) -> int:
-        return self.extents[min(partitions, self.blocks)]
+    def extent(self, partitions: np.ndarray) -> np.ndarray:
+        """Per partition count (any shape), elements per shard; more partitions than blocks leave some empty."""
+        return self.extents[np.minimum(partitions, self.blocks)]
+
+
+def split_grid(options: list[list[int]], tiles: int) -> np.ndarray:
+    """One row per choice of an option of each column (each list ascending) whose product is at most `tiles`,
+    in lexicographic order: the nested loops that break at the first option past the chip, at once."""
+    rows = np.ones((1, 0), dtype=np.int64)
+    products = np.ones(1, dtype=np.int64)
+    for column in options:
+        choices = np.asarray(column, dtype=np.int64)
+        counts = np.searchsorted(choices, tiles // products, side="right")
+        parent = np.repeat(np.arange(len(products)), counts)
+        child = np.arange(len(parent)) - np.repeat(np.cumsum(counts) - counts, counts)
+        rows = np.column_stack([rows[parent], choices[child]])
+        products = products[parent] * choices[child]
+    return rows
 
 
 class _Sizer:
-    """Bytes of each family member under a split, by the estimate's arithmetic, without building layouts."""
+    """Bytes of each family member under many splits at once, by the estimate's arithmetic, without building layouts."""
 
     def __init__(self, plan: Plan, family: KernelFamily, aligned: frozenset[int]) -> None:
         self.plan, self.family, self.aligned = plan, family, aligned
@@ -95,39 +112,56 @@ class _Sizer:
     def inner_block(self, k: int) -> int | None:
         return inner_block_for(self.k_dimension, k, self.granule)
 
-    def _bytes(self, value_id: int, elements: int) -> int:
-        return aligned_bytes(elements * self.size[value_id], self.plan.values[value_id].memory_class, value_id in self.aligned)
+    def _bytes(self, value_id: int, elements: np.ndarray) -> np.ndarray:
+        """`estimate.aligned_bytes` of every shard at once."""
+        shard = elements * self.size[value_id]
+        if value_id not in self.aligned:
+            return shard
+        granule = GRANULE[self.plan.values[value_id].memory_class]
+        return ceil_div(shard, granule) * granule
 
-    def sum_spread(self, split: Split, tiles: int, fixed: tuple[int, int] | None) -> tuple[int, int] | None:
-        """(a, b) spreading pK over the Sum result's N and M with the smallest shard.
+    def sum_spreads(self, splits: np.ndarray, tiles: int) -> np.ndarray:
+        """Per split (k, m, n), the (a, b) spreading pK over the Sum result's N and M with the smallest shard
+        (the first such in `_spreads` order; (1, 1) when none fits)."""
+        k, m, n = splits.T
+        spread = np.ones((len(splits), 2), dtype=np.int64)
+        values, starts, counts = np.unique(k, return_index=True, return_counts=True)
+        for value, start, count in zip(values.tolist(), starts.tolist(), counts.tolist()):
+            rows = slice(start, start + count)  # the grid is sorted by k
+            pairs = _spreads(value)
+            n_parts, m_parts = n[rows, None] * pairs[:, 0], m[rows, None] * pairs[:, 1]
+            fits = ((n_parts <= self.sum_n.blocks) & (m_parts <= self.sum_m.blocks)
+                    & ((m * n)[rows, None] * (pairs[:, 0] * pairs[:, 1]) <= tiles))
+            shard = np.where(fits, self.sum_n.extent(n_parts) * self.sum_m.extent(m_parts), np.iinfo(np.int64).max)
+            spread[rows] = pairs[shard.argmin(axis=1)]
+        return spread
 
-        With `fixed` (the Sum result's N and M partitions, when it cannot change), the only
-        spread that reproduces them, if there is one.
-        """
-        if fixed is not None:
-            a, b = fixed[0] // split.n, fixed[1] // split.m
-            exact = a * split.n == fixed[0] and b * split.m == fixed[1] and a and b and split.k % (a * b) == 0
-            return (a, b) if exact else None
-        best = (None, 1, 1)
-        sum_n, sum_m, others = self.sum_n, self.sum_m, split.tiles // split.k
-        for a, b in _spreads(split.k):
-            if split.n * a > sum_n.blocks or split.m * b > sum_m.blocks or others * a * b > tiles:
-                continue
-            shard = sum_n.extent(split.n * a) * sum_m.extent(split.m * b)
-            if best[0] is None or shard < best[0]:
-                best = (shard, a, b)
-        return best[1], best[2]
-
-    def vector(self, split: Split, inner_block: int) -> tuple[int, ...]:
-        family = self.family
-        m, n = self.m.extent(split.m), self.n.extent(split.n)
-        left = inner_block * m * self.base[family.left]
-        sum_shard = (self.sum_n.extent(split.n * split.sum_n) * self.sum_m.extent(split.m * split.sum_m)
-                     * self.base[family.sum_result] * self.size[family.sum_result])
-        partials = self.partial_m.extent(split.m) * self.partial_n.extent(split.n) * self.base[family.partials]
+    def vectors(self, splits: np.ndarray, inner_blocks: np.ndarray) -> np.ndarray:
+        """Per split (k, m, n, sum_n, sum_m) with its K block: the members' bytes and the Sum scratch."""
+        family, base = self.family, self.base
+        k, m, n, sum_n, sum_m = splits.T
+        left = inner_blocks * self.m.extent(m) * base[family.left]
+        sum_shard = (self.sum_n.extent(n * sum_n) * self.sum_m.extent(m * sum_m)
+                     * base[family.sum_result] * self.size[family.sum_result])
+        partials = self.partial_m.extent(m) * self.partial_n.extent(n) * base[family.partials]
         source = () if family.left_source is None else (self._bytes(family.left_source, left),)
-        return (*source, self._bytes(family.left, left), self._bytes(family.right, inner_block * n * self.base[family.right]),
-                self._bytes(family.partials, partials), sum_shard, (split.k + 1) * sum_shard)
+        return np.column_stack((*source, self._bytes(family.left, left),
+                                self._bytes(family.right, inner_blocks * self.n.extent(n) * base[family.right]),
+                                self._bytes(family.partials, partials), sum_shard, (k + 1) * sum_shard))
+
+
+def _with_spreads(sizer: _Sizer, splits: np.ndarray, tiles: int, fixed: tuple[int, int] | None) -> np.ndarray:
+    """The splits (k, m, n) with their Sum spread (sum_n, sum_m) appended.
+
+    With `fixed` (the Sum result's N and M partitions, when it cannot change), only the splits
+    some spread reproduces them for, with that spread.
+    """
+    if fixed is None:
+        return np.column_stack((splits, sizer.sum_spreads(splits, tiles)))
+    k, m, n = splits.T
+    a, b = fixed[0] // n, fixed[1] // m
+    exact = (a * n == fixed[0]) & (b * m == fixed[1]) & (a > 0) & (b > 0) & (k % np.maximum(a * b, 1) == 0)
+    return np.column_stack((splits, a, b))[exact]
 
 
 def split_options(plan: Plan, family: KernelFamily, aligned: frozenset[int], sum_fixed: bool = False) -> list[Split]:
@@ -138,30 +172,18 @@ def split_options(plan: Plan, family: KernelFamily, aligned: frozenset[int], sum
         axes = plan.values[family.sum_result].parsed_layout.axes
         fixed = (axes[family.sum_axes["n"]].partitions, axes[family.sum_axes["m"]].partitions)
     tiles = plan.tile_count
-    found: list[Split] = []
-    vectors: list[tuple[int, ...]] = []
-    for k in range(1, ceil_div(sizer.k_dimension, sizer.granule) + 1):
-        inner_block = sizer.inner_block(k)
-        if inner_block is None:
-            continue
-        for m in partition_options(sizer.m.blocks):
-            if k * m > tiles:
-                break
-            for n in partition_options(sizer.n.blocks):
-                if k * m * n > tiles:
-                    break
-                spread = sizer.sum_spread(Split(k, m, n), tiles, fixed)
-                if spread is None:
-                    continue
-                split = Split(k, m, n, *spread)
-                found.append(split)
-                vectors.append(sizer.vector(split, inner_block))
-    if not found:
+    inner_blocks = {k: sizer.inner_block(k) for k in range(1, ceil_div(sizer.k_dimension, sizer.granule) + 1)}
+    inner_blocks = {k: block for k, block in inner_blocks.items() if block is not None}
+    grid = split_grid([list(inner_blocks), partition_options(sizer.m.blocks), partition_options(sizer.n.blocks)], tiles)
+    found = _with_spreads(sizer, grid, tiles, fixed)
+    if not len(found):
         return [current_split(plan, family)]
-    front = pareto_front(np.array(vectors, dtype=np.int64))
-    chosen = [found[i] for i in front]
+    blocks = np.array([inner_blocks[k] for k in found[:, 0].tolist()], dtype=np.int64)
+    vectors = sizer.vectors(found, blocks)
+    front = pareto_front(vectors)
+    chosen = [Split(*found[i].tolist()) for i in front]
     if len(chosen) > MAX_SPLITS:
-        totals = np.array([sum(vectors[i]) for i in front])
+        totals = vectors[front].sum(axis=1)
         order = np.argsort(totals)
         chosen = [chosen[order[int(i * len(order) / MAX_SPLITS)]] for i in range(MAX_SPLITS)]
     original = current_split(plan, family)
@@ -169,17 +191,29 @@ def split_options(plan: Plan, family: KernelFamily, aligned: frozenset[int], sum
 
 
 def pareto_front(vectors: np.ndarray) -> list[int]:
-    """Indices of the vectors no other vector is at most in every component (first of equals kept)."""
+    """Indices of the vectors no other vector is at most in every component (first of equals kept).
+
+    In lexicographic order only an earlier vector can be at most a later one (of equals, the first
+    comes first), and whatever a dropped vector is at most, a kept one is at most too. So each block
+    of vectors, in that order, is checked at once against the front kept so far, and what survives
+    against its earlier survivors: the same front as a check of one vector at a time.
+    """
     order = np.lexsort(vectors.T[::-1])
-    kept: list[int] = []
-    kept_vectors = np.empty_like(vectors)
-    for index in order:
-        vector = vectors[index]
-        if np.any(np.all(kept_vectors[: len(kept)] <= vector, axis=1)):
-            continue
-        kept_vectors[len(kept)] = vector
-        kept.append(int(index))
-    return kept
+    kept = np.empty(0, dtype=np.int64)
+    for start in range(0, len(order), PARETO_BLOCK):
+        block = order[start:start + PARETO_BLOCK]
+        block = block[~_at_most(vectors[kept], vectors[block]).any(axis=0)]
+        rows = vectors[block]
+        kept = np.concatenate((kept, block[~np.triu(_at_most(rows, rows), k=1).any(axis=0)]))
+    return kept.tolist()
+
+
+def _at_most(these: np.ndarray, those: np.ndarray) -> np.ndarray:
+    """[i, j]: whether these[i] is at most those[j] in every component."""
+    found = np.ones((len(these), len(those)), dtype=bool)
+    for column in range(these.shape[1]):
+        found &= these[:, column, None] <= those[None, :, column]
+    return found
 
 
 def _family_candidate(facts: PlanFacts, family: KernelFamily, split: Split, members: LayoutGroup,
@@ -205,27 +239,22 @@ def _family_candidate(facts: PlanFacts, family: KernelFamily, split: Split, memb
                      ((family.gemm_step, derived.operation),), label)
 
 
-def _signature(facts: PlanFacts, family: KernelFamily, members, role_of, fixed, ratios) -> tuple:
+def _signature(facts: PlanFacts, family: KernelFamily, members, role_of, fixed, ratios, moved) -> tuple:
     """Everything a family's candidates depend on, with steps relative to its Gemm: equal families share them."""
     plan = facts.plan
     values = plan.values
     roles = (family.left_source, family.left, family.right, family.partials, family.sum_result)
+    given = plan.steps[family.sum_step].scratch
     return (
-        tuple((values[m].layout, tuple(values[m].shape), values[m].precision, m in facts.amp_aligned,
+        tuple((values[m].layout, tuple(values[m].shape), values[m].precision, values[m].copies, m in facts.amp_aligned,
                roles.index(role_of[m])) for m in members),
         plan.steps[family.gemm_step].operation,
         plan.tile_count,
         tuple(roles.index(r) for r in fixed),
         tuple((step - family.gemm_step, position, std, il) for step, position, std, il in ratios),
         family.sum_step - family.gemm_step,
-    )
-
-
-def shift_steps(candidate: Candidate, offset: int) -> Candidate:
-    return replace(
-        candidate,
-        scratch=tuple((step + offset, std, il) for step, std, il in candidate.scratch),
-        operations=tuple((step + offset, text) for step, text in candidate.operations),
+        given.standard == 0 and given.interleaved > 0,
+        moved,
     )
 
 
@@ -250,7 +279,7 @@ def family_group(context: Context, family: KernelFamily, group_of: dict[int, Lay
         ratios = tuple(r for r in scratch_ratios(facts, members) if r[0] != family.sum_step)
     except Frozen as frozen:
         return FrozenGroup(members, frozen.reason.in_family(family.gemm_step))
-    signature = _signature(facts, family, members, role_of, fixed, ratios)
+    signature = _signature(facts, family, members, role_of, fixed, ratios, moved)
     if signature not in cache:
         found = []
         for split in split_options(facts.plan, family, facts.amp_aligned, family.sum_result in fixed):
@@ -258,12 +287,9 @@ def family_group(context: Context, family: KernelFamily, group_of: dict[int, Lay
             if candidate is not None and all(
                 candidate.layouts[members.index(r)] == facts.plan.values[r].parsed_layout for r in fixed
             ):
-                found.append(shift_steps(candidate, -family.gemm_step))
+                found.append(candidate.shifted(-family.gemm_step))
         cache[signature] = found
-    candidates = [
-        replace(shift_steps(c, family.gemm_step), exchange_bytes=exchange_cost(facts, members, moved, c.layouts))
-        for c in cache[signature]
-    ]
+    candidates = [c.shifted(family.gemm_step) for c in cache[signature]]
     if len(candidates) <= 1:
         if fixed:  # the only split left is the input's because a member that must keep its layout says so
             return FrozenGroup(members, held[fixed[0]].in_family(family.gemm_step, fixed[0]))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from functools import lru_cache
+from itertools import takewhile
 from math import prod
 
 from ipuplan.candidates.storage import in_both_classes, level_with, partition_options, retilings, spread_sizes
@@ -26,17 +27,23 @@ BLOCK_FIELDS = {"Matrix": ("row_block", "column_block"), "TransposedMatrix": ("c
 """Per BlockMajor order: the order field holding the block of FromEnd(2), then of FromEnd(1)."""
 
 
-def flat_layouts(layout: Layout, shape: tuple[int, ...], tiles: int) -> list[Layout]:
-    """`RowMajor` over the flattened tensor, one layout per distinct number of blocks per tile."""
-    elements = prod(shape)
-    padding = "Reject" if elements % FLAT_BLOCK == 0 else "Zero"
-    axis = AxisTiling(Axis("Linear"), 1, 1, FLAT_BLOCK, FLAT_BLOCK, 1, padding, None)
-    blocks = axis.blocks(elements)
-    return [
-        Layout(Atom("RowMajor"), count, 1, (replace(axis, partitions=count),), layout.memory_class)
-        for count in partition_options(blocks)
-        if count <= tiles
-    ]
+def flat_tiling(shape: tuple[int, ...], partitions: int) -> AxisTiling:
+    """The `Linear` axis of a flat `RowMajor` layout of the tensor over `partitions` tiles."""
+    padding = "Reject" if prod(shape) % FLAT_BLOCK == 0 else "Zero"
+    return AxisTiling(Axis("Linear"), partitions, 1, FLAT_BLOCK, FLAT_BLOCK, 1, padding, None)
+
+
+def flat_layout(layout: Layout, shape: tuple[int, ...], partitions: int) -> Layout:
+    """`RowMajor` over the flattened tensor, over `partitions` tiles, in the class of `layout`."""
+    return Layout(Atom("RowMajor"), partitions, 1, (flat_tiling(shape, partitions),), layout.memory_class)
+
+
+def flat_sizes(shape: tuple[int, ...], element_size: int, tiles: int) -> list[tuple[int, int]]:
+    """(partitions, shard bytes) of a flat layout, one per distinct number of blocks per tile, within `tiles`."""
+    axis = flat_tiling(shape, 1)
+    blocks = axis.blocks(prod(shape))
+    return [(count, axis.extent_of_blocks(blocks, count) * element_size)  # `shard_bytes` of a `Linear` axis
+            for count in takewhile(lambda count: count <= tiles, partition_options(blocks))]
 
 
 def block_variants(layout: Layout) -> list[Layout]:
@@ -66,15 +73,17 @@ def retiled_options(layout: Layout, shape: tuple[int, ...], element_size: int, t
     """Every distinct shard size (no larger than the input's) reachable by partitions, other K blocks of the
     same order, or a flat layout; per size the layout closest to the input (its own order, then the flat one)."""
     original = shard_bytes(shape, element_size, layout)
-    by_size: dict[int, Layout] = {}
+    # shard size -> its layout, or the partitions of its flat layout: a large tensor has hundreds of
+    # flat sizes, so only the ones `spread_sizes` keeps are built
+    by_size: dict[int, Layout | int] = {}
     for variant in (layout, *block_variants(layout)):
         for option, size in retilings(variant, shape, element_size, tiles):
             by_size.setdefault(size, option)
-    for option in flat_layouts(layout, shape, tiles):
-        size = shard_bytes(shape, element_size, option)
+    for partitions, size in flat_sizes(shape, element_size, tiles):
         if size <= original:
-            by_size.setdefault(size, option)
-    return in_both_classes(layout, spread_sizes([(option, size) for size, option in by_size.items()]))
+            by_size.setdefault(size, partitions)
+    kept = spread_sizes([(option, size) for size, option in by_size.items()])
+    return in_both_classes(layout, [flat_layout(layout, shape, o) if isinstance(o, int) else o for o in kept])
 
 
 retile_level = level_with(retiled_options, with_stride_choices)

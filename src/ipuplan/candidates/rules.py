@@ -14,7 +14,7 @@ from math import prod
 from ipuplan.candidates.types import Decisions, FreeGroup, Freeze, FreezeReason, FrozenGroup
 from ipuplan.exchange import mapped_exchange_bytes
 from ipuplan.facts import PlanFacts
-from ipuplan.layout import Layout
+from ipuplan.layout import Layout, parse_layout
 
 LayoutGroup = tuple[int, ...]
 """Values that must share one layout (in-place aliases, a body argument and its layers)."""
@@ -77,10 +77,12 @@ def freeze_reason(context: Context, members: LayoutGroup, kernel_steps: frozense
     """
     facts = context.facts
     plan, flow = facts.plan, facts.flow
-    unknown_parts = sorted({part for m in members for part in plan.values[m].parsed_layout.unknown_parts})
+    values = plan.values
+    layouts = {values[m].layout for m in members}
+    unknown_parts = sorted({part for layout in layouts for part in unknown_layout_parts(layout)})
     if unknown_parts:
         return FreezeReason(Freeze.UNKNOWN_LAYOUT, detail=", ".join(unknown_parts))
-    if len({plan.values[m].layout for m in members}) > 1:
+    if len(layouts) > 1:
         return FreezeReason(Freeze.MEMBERS_DIFFER)
     ambiguities = [context.first_ambiguity[m] for m in members if m in context.first_ambiguity]
     if ambiguities:
@@ -101,6 +103,12 @@ def freeze_reason(context: Context, members: LayoutGroup, kernel_steps: frozense
     if not kernel_steps and any(m in facts.amp_aligned for m in members):
         return FreezeReason(Freeze.AMP_ALIGNED)
     return None
+
+
+@lru_cache(maxsize=65536)
+def unknown_layout_parts(layout: str) -> tuple[str, ...]:
+    """`Layout.unknown_parts` of a layout string, looked up: unrolled copies repeat a handful of layouts."""
+    return parse_layout(layout).unknown_parts
 
 
 @lru_cache(maxsize=65536)
@@ -161,6 +169,13 @@ def exchange_cost(facts: PlanFacts, members: LayoutGroup, moved: tuple[Move, ...
         elif tiling_signature(len(value.shape), own) != tiling_signature(len(move.other_shape), move.other):
             total += move.logical_bytes
     return total
+
+
+def group_key(facts: PlanFacts, members: LayoutGroup, moved: tuple[Move, ...]) -> tuple:
+    """Everything a group's candidates depend on but its scratch: repeated layers and unrolled copies share them."""
+    values = facts.plan.values
+    return (tuple((values[m].layout, tuple(values[m].shape), values[m].precision, values[m].copies,
+                   m in facts.amp_aligned) for m in members), moved)
 
 
 ScratchRatio = tuple[int, int, int, int]

@@ -129,13 +129,6 @@ Alternatives = Callable[[PlanFacts, rules.LayoutGroup, tuple[rules.Move, ...], t
 """More candidates derived from a group's candidates (e.g. other tile strides of the same tiling)."""
 
 
-def _group_key(facts: PlanFacts, members: rules.LayoutGroup, moved: tuple[rules.Move, ...]) -> tuple:
-    """Everything a group's candidates depend on but its scratch: repeated layers and unrolled copies share them."""
-    values = facts.plan.values
-    return (tuple((values[m].layout, tuple(values[m].shape), values[m].precision, values[m].copies,
-                   m in facts.amp_aligned) for m in members), moved)
-
-
 def storage_group(context: rules.Context, members: rules.LayoutGroup, options: LayoutOptions,
                   alternatives: Alternatives | None, cache: dict) -> FreeGroup | FrozenGroup:
     reason = rules.freeze_reason(context, members)
@@ -147,13 +140,13 @@ def storage_group(context: rules.Context, members: rules.LayoutGroup, options: L
     except rules.Frozen as frozen:
         return FrozenGroup(members, frozen.reason)
     moved = rules.moved_tensors(facts, members)
-    key = _group_key(facts, members, moved)
+    key = rules.group_key(facts, members, moved)
     if key not in cache:
         found = storage_candidates(facts, members, moved, options)
         cache[key] = found if alternatives is None else alternatives(facts, members, moved, found)
     candidates = cache[key]
     if ratios:
-        candidates = tuple(replace(c, scratch=rules.scaled_scratch(ratios, tuple(b.shard_bytes for b in c.value_bytes)))
+        candidates = tuple(c.with_scratch(rules.scaled_scratch(ratios, tuple(b.shard_bytes for b in c.value_bytes)))
                            for c in candidates)
     if len(candidates) == 1:
         return FrozenGroup(members, FreezeReason(Freeze.NO_SMALLER_LAYOUT))

@@ -26,6 +26,22 @@ class Candidate:
     """(step, operation text) rewritten by this choice (a Gemm's inner_block and output_columns)."""
     label: str = ""
 
+    def shifted(self, offset: int) -> Candidate:
+        """The same choice for an equal group `offset` steps later: its scratch and operations move along.
+
+        Built directly rather than by `dataclasses.replace`, which costs more than the rest of a
+        repeated group's candidates together.
+        """
+        scratch = tuple([(step + offset, standard, interleaved) for step, standard, interleaved in self.scratch])
+        operations = tuple([(step + offset, text) for step, text in self.operations])
+        return Candidate(self.layouts, self.value_bytes, self.exchange_bytes, scratch, self.shapes, operations,
+                         self.label)
+
+    def with_scratch(self, scratch: tuple[tuple[int, int, int], ...]) -> Candidate:
+        """The same choice with the scratch of the steps that depend on it (built directly, as `shifted`)."""
+        return Candidate(self.layouts, self.value_bytes, self.exchange_bytes, scratch, self.shapes, self.operations,
+                         self.label)
+
 
 @dataclass(frozen=True)
 class FreeGroup:

@@ -1,4 +1,4 @@
-"""HiGHS backend: the same one-hot model as CP-SAT, as a MIP through SciPy (`pip install 'ipuplan[highs]'`).
+"""HiGHS backend: the same one-hot model (the same reduced rows) as CP-SAT, as a MIP through SciPy (`pip install 'ipuplan[highs]'`).
 
 Phase 1 minimises the peak; phase 2 fixes it and minimises exchange bytes x weight + changed values.
 The `fit` objective is phase 2 alone, under the budgets.
@@ -7,11 +7,14 @@ The `fit` objective is phase 2 alone, under the budgets.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 
 from ipuplan.costs import Objective, Problem
 from ipuplan.errors import IpuplanError
+from ipuplan.solvers.linear import linear_rows
+from ipuplan.solvers.reduce import reduce
 from ipuplan.solvers.result import Progress, SolveResult, SolverSettings, SolveStatus
 
 
@@ -28,56 +31,54 @@ def _milp():
     return Bounds, LinearConstraint, milp, coo_matrix
 
 
-class _Rows:
-    """Sparse constraint rows over the one-hot columns (and the peak column, the last)."""
-
-    def __init__(self) -> None:
-        self.entries: list[tuple[int, int, float]] = []
-        self.lower: list[float] = []
-        self.upper: list[float] = []
-
-    def add(self, terms: dict[int, float], low: float, high: float) -> None:
-        row = len(self.lower)
-        self.entries.extend((row, column, value) for column, value in terms.items())
-        self.lower.append(low)
-        self.upper.append(high)
-
-
-def _constraints(problem: Problem, offsets: np.ndarray, peak_column: int, peak_cap: int | None) -> _Rows:
-    rows = _Rows()
-    for g, count in enumerate(problem.candidate_counts):
-        rows.add({int(offsets[g]) + c: 1.0 for c in range(count)}, 1.0, 1.0)
-    for row in problem.rows:
-        standard: dict[int, float] = {}
-        interleaved: dict[int, float] = {}
-        for g, s, i in row.terms:
-            for c in range(len(s)):
-                standard[int(offsets[g]) + c] = float(s[c])
-                interleaved[int(offsets[g]) + c] = float(i[c])
-        total = {k: standard[k] + interleaved[k] for k in standard}
-        rows.add({**total, peak_column: -1.0}, -np.inf, -(row.standard + row.interleaved))
-        for limit in problem.limits:
-            usage = {k: limit.standard * standard[k] + limit.interleaved * interleaved[k] for k in standard}
-            rows.add(usage, -np.inf, limit.bytes - limit.usage(row.standard, row.interleaved))
-    if peak_cap is not None:
-        rows.add({peak_column: 1.0}, -np.inf, float(peak_cap))
-    return rows
+def _matrix(problem: Problem, peak_cap: int | None):
+    """(matrix, lower, upper, columns) of the one-hot model over `linear.linear_rows`: one-hot rows, the
+    shared sums' definitions, then each rule's rows; columns are the booleans, the shared sums, the peak."""
+    _, _, _, coo_matrix = _milp()
+    rows = linear_rows(problem)
+    sums, booleans = rows.sums, rows.booleans
+    peak = booleans + sums.count
+    parts = [(np.repeat(np.arange(problem.groups), problem.candidate_counts), np.arange(booleans),
+              np.ones(booleans), np.ones(problem.groups), np.ones(problem.groups))]
+    definitions = np.repeat(np.arange(sums.count), np.diff(sums.indptr))
+    parts.append((np.concatenate([np.arange(sums.count), definitions]),
+                  np.concatenate([booleans + np.arange(sums.count), sums.columns]),
+                  np.concatenate([np.ones(sums.count), -sums.coefficients]), np.zeros(sums.count), np.zeros(sums.count)))
+    for rule_rows in rows.rules:
+        count = len(rule_rows.rows)
+        at = np.repeat(np.arange(count), np.diff(rule_rows.indptr))
+        if rule_rows.rule.limit is None:
+            parts.append((np.concatenate([at, np.arange(count)]), np.concatenate([rule_rows.columns, np.full(count, peak)]),
+                          np.concatenate([rule_rows.coefficients, -np.ones(count)]), np.full(count, -np.inf),
+                          -rule_rows.constant.astype(float)))
+        else:
+            cap = problem.limits[rule_rows.rule.limit].bytes
+            parts.append((at, rule_rows.columns, rule_rows.coefficients, np.full(count, -np.inf),
+                          (cap - rule_rows.constant).astype(float)))
+    caps = [c for c in (rows.peak_cap, peak_cap) if c is not None]
+    if caps:
+        parts.append((np.zeros(1), np.array([peak]), np.ones(1), np.full(1, -np.inf), np.array([float(min(caps))])))
+    offsets = np.cumsum([0, *(len(p[3]) for p in parts)])
+    matrix = coo_matrix((np.concatenate([p[2] for p in parts]).astype(float),
+                         (np.concatenate([p[0] + offsets[k] for k, p in enumerate(parts)]),
+                          np.concatenate([p[1] for p in parts]))), shape=(int(offsets[-1]), peak + 1)).tocsr()
+    return matrix, np.concatenate([p[3] for p in parts]), np.concatenate([p[4] for p in parts]), rows
 
 
 def _run(problem: Problem, objective: np.ndarray, peak_cap: int | None, seconds: float):
-    Bounds, LinearConstraint, milp, coo_matrix = _milp()
-    offsets = np.cumsum([0, *problem.candidate_counts])
-    count = int(offsets[-1]) + 1
-    rows = _constraints(problem, offsets, count - 1, peak_cap)
-    matrix = coo_matrix(([e[2] for e in rows.entries], ([e[0] for e in rows.entries], [e[1] for e in rows.entries])),
-                        shape=(len(rows.lower), count)).tocsr()
-    integrality = np.ones(count)
-    integrality[-1] = 0
-    bounds = Bounds(np.zeros(count), np.concatenate([np.ones(count - 1), [np.inf]]))
-    result = milp(objective, constraints=LinearConstraint(matrix, rows.lower, rows.upper), integrality=integrality,
+    Bounds, LinearConstraint, milp, _ = _milp()
+    matrix, lower, upper, rows = _matrix(problem, peak_cap)
+    count = matrix.shape[1]
+    integrality = np.zeros(count)
+    integrality[:rows.booleans] = 1
+    bounds = Bounds(np.concatenate([np.zeros(rows.booleans + rows.sums.count), [problem.lower_bound()]]),
+                    np.concatenate([np.ones(rows.booleans), rows.sums.upper, [np.inf]]))
+    full = np.concatenate([objective[:-1], np.zeros(rows.sums.count), objective[-1:]])
+    result = milp(full, constraints=LinearConstraint(matrix, lower, upper), integrality=integrality,
                   bounds=bounds, options={"time_limit": max(seconds, 0.1), "disp": False, "mip_rel_gap": 0.0})
     if result.x is None:
         return result, None
+    offsets = np.cumsum([0, *problem.candidate_counts])
     chosen = tuple(int(np.argmax(result.x[offsets[g]:offsets[g + 1]])) for g in range(problem.groups))
     return result, chosen
 
@@ -128,6 +129,13 @@ def _fit(problem: Problem, settings: SolverSettings, progress: Progress | None) 
 
 
 def solve(problem: Problem, settings: SolverSettings, progress: Progress | None = None) -> SolveResult:
+    """Over the undominated candidates (`reduce`, as CP-SAT sees them), the choice mapped back."""
+    reduced = reduce(problem)
+    result = _solve(reduced.problem, settings, progress)
+    return replace(result, choice=reduced.lift(result.choice), candidates_dropped=reduced.dropped)
+
+
+def _solve(problem: Problem, settings: SolverSettings, progress: Progress | None) -> SolveResult:
     if settings.objective == Objective.FIT:
         return _fit(problem, settings, progress)
     started = time.perf_counter()

@@ -150,11 +150,12 @@ def test_explain_infeasible_names_the_budget_the_step_and_the_lowest_peak():
     assert text.endswith("the lowest raw peak any layout reaches is 60 bytes")
 
 
-# Step 0 holds only A[100, 60], step 1 only B[100, 60]: at the input both steps are at 100.
-# Switching one group leaves the other step at 100, so no single switch lowers the peak;
-# switching both gives 60.
+# Both steps hold A and B, each at 50 in the input (peak 100). A's other candidate is small at step 0 and
+# large at step 1, B's the other way round: either switch alone raises a step to 120, both give 80.
+#   step 0 = A[50, 10] + B[50, 70]   step 1 = A[50, 70] + B[50, 10]   per-step bound 60
 STALL = problem(
-    [StepRow(0, 0, 0, ((0, b(100, 60), b(0, 0)),)), StepRow(1, 0, 0, ((1, b(100, 60), b(0, 0)),))],
+    [StepRow(0, 0, 0, ((0, b(50, 10), b(0, 0)), (1, b(50, 70), b(0, 0)))),
+     StepRow(1, 0, 0, ((0, b(50, 70), b(0, 0)), (1, b(50, 10), b(0, 0))))],
     (2, 2),
 )
 
@@ -168,7 +169,7 @@ def test_greedy_stalls_where_two_groups_must_change_together():
 @pytest.mark.parametrize("backend", EXACT)
 def test_exact_backends_change_both_groups_where_greedy_stalls(backend):
     result = solve(STALL, SETTINGS, backend)
-    assert (result.status, result.peak, result.choice) == (SolveStatus.OPTIMAL, 60, (1, 1))
+    assert (result.status, result.peak, result.choice) == (SolveStatus.OPTIMAL, 80, (1, 1))
     consistent(STALL, result)
 
 

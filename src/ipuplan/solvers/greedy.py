@@ -12,13 +12,18 @@ import time
 import numpy as np
 
 from ipuplan.costs import Objective, Problem, Usage
+from ipuplan.solvers.construct import GroupRows, repair
 from ipuplan.solvers.result import Progress, SolveResult, SolverSettings, SolveStatus
 
 
 def greedy_choice(problem: Problem, objective: Objective = Objective.PEAK) -> tuple[int, ...]:
+    """With the peak objective, the constructive repair started from the input (scored incrementally, so it
+    scales to 50k values); with `fit`, single switches scored on the whole usage."""
     choice = list(problem.input_choice)
-    if not problem.rows:
+    if not problem.rows or not problem.groups:
         return tuple(choice)
+    if objective == Objective.PEAK:
+        return tuple(repair(problem, choice, GroupRows(problem)))
 
     def score(trial: tuple[int, ...], usage: Usage) -> tuple[int, int]:
         second = problem.exchange_of(trial) if objective == Objective.FIT else usage.peak

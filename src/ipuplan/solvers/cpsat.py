@@ -412,7 +412,7 @@ def _solve_from(problem: Problem, settings: SolverSettings, progress: Progress |
     sizes = {"variables": len(proto.variables), "constraints": len(proto.constraints), "steps_kept": len(problem.rows),
              "steps_total": problem.steps_total, "build_seconds": built - started,
              "entries_before": choices.rows.plain_entries, "entries": choices.terms,
-             "groups_merged": choices.rows.merged_terms}
+             "terms_merged": choices.rows.merged_terms}
     outcomes, choice, first = run_phases(choices, ordered, settings, progress, built)
     timing = {"solve_seconds": time.perf_counter() - built, "first_solution_seconds": first}
     if choice is None and outcomes[0].status == SolveStatus.NO_SOLUTION and (

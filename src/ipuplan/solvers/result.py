@@ -58,8 +58,8 @@ class SolveResult:
     constructed: bool = False
     """The choice is the constructive solution: proven optimal (the solver was skipped) or the best known
     (the solver found nothing in time)."""
-    groups_merged: int = 0
-    """Model reduction: groups folded into another group's term (always live together)."""
+    terms_merged: int = 0
+    """Model reduction: distinct terms folded into shared sums (terms live at exactly the same steps)."""
     candidates_dropped: int = 0
     """Model reduction: candidates another candidate of the same group dominates."""
     windows: int = 0

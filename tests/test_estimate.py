@@ -66,3 +66,10 @@ def test_tighter_budget_does_not_fit(reference_plan):
 def test_scratch_counts_once_whatever_the_execution_count(reference_plan):
     bumped = with_step(reference_plan, 13, execution_count=7)
     assert estimate(bumped).standard[13] == estimate(reference_plan).standard[13]
+
+
+def test_step_sums_match_a_plain_sum_over_each_live_set(reference_plan):
+    result = estimate(reference_plan)
+    for step in reference_plan.steps:
+        live = [result.values[v].bytes for v in step.live if reference_plan.values[v].memory_class == "Ipu21Standard"]
+        assert result.standard[step.index] == sum(live) + step.scratch.standard

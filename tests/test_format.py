@@ -6,7 +6,7 @@ import pytest
 from reference import ALL_PLANS, REFERENCE
 
 from ipuplan import PlanError, dump_plan, load_plan, plan_from_json, write_plan
-from ipuplan.format import MAX_DEPTH
+from ipuplan.format import MAX_DEPTH, _read_directly, _read_via_python
 
 
 @pytest.mark.parametrize("path", ALL_PLANS, ids=lambda p: p.name)
@@ -171,3 +171,27 @@ def test_layout_axis_outside_the_shape_is_rejected(reference_raw):
     reference_raw["timeline"]["values"][1]["shape"] = [588]
     message = str(_error(reference_raw))
     assert message.startswith("bad.json: timeline.values[1].layout: layout axis FromEnd(2) does not exist in a rank-1")
+
+
+@pytest.mark.parametrize("path", ALL_PLANS, ids=lambda p: p.name)
+def test_direct_read_equals_the_read_through_python(path):
+    direct, via_python = _read_directly(path.read_bytes()), _read_via_python(path.read_bytes())
+    assert direct == via_python and dump_plan(direct) == dump_plan(via_python)
+
+
+def test_what_the_direct_read_refuses_still_loads_as_json_loads_reads_it(reference_raw):
+    reference_raw["compiler_note"] = float("nan")
+    reference_raw["timeline"]["values"][3]["future_field"] = "\ud800"
+    text = json.dumps(reference_raw, separators=(",", ":"), ensure_ascii=False)
+    assert _read_directly(text) is None
+    plan = plan_from_json(text)
+    assert plan.model_extra["compiler_note"] != plan.model_extra["compiler_note"]  # NaN, as json.loads reads it
+    assert plan.values[3].model_extra["future_field"] == "\ud800"
+
+
+def test_a_valid_plan_of_another_version_is_refused_as_before(reference_raw):
+    reference_raw["version"] = 2
+    text = json.dumps(reference_raw)
+    assert _read_directly(text) is None
+    with pytest.raises(PlanError, match="unsupported format version 2"):
+        plan_from_json(text)

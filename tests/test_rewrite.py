@@ -84,3 +84,10 @@ def test_contract_catches_a_changed_operation_kind(reference_plan):
     convert = next(s for s in reference_plan.steps if s.parsed_operation.kind == "Convert")
     after = with_step(reference_plan, copy.index, operation=convert.operation)
     assert contract_violations(reference_plan, after) == [f"step {copy.index}: operation kind changed"]
+
+
+def test_derived_fields_of_a_consistent_plan_copy_nothing(reference_plan):
+    rewritten = with_derived_fields(reference_plan)
+    assert all(a is b for a, b in zip(reference_plan.values, rewritten.values))
+    assert all(a is b for a, b in zip(reference_plan.steps, rewritten.steps))
+    assert dump_plan(rewritten) == dump_plan(reference_plan)

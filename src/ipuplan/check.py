@@ -13,7 +13,7 @@ from ipuplan.estimate import Estimate
 from ipuplan.facts import PlanFacts, plan_facts
 from ipuplan.families import family_problems
 from ipuplan.format import Plan, Value
-from ipuplan.layout import Layout
+from ipuplan.layout import Layout, parse_layout
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,12 @@ def placement_problem(layout: Layout, chip_tiles: int) -> str | None:
     return None
 
 
+@lru_cache(maxsize=65536)
+def _placement_problem_of_text(layout: str, chip_tiles: int) -> str | None:
+    """`placement_problem` keyed by the layout's text: a string keeps its hash, a Layout rehashes its whole tree."""
+    return placement_problem(parse_layout(layout), chip_tiles)
+
+
 def _value_mismatches(value: Value, expected, chip_tiles: int) -> list[Mismatch]:
     where = f"value {value.id} ({value.name})"
     found = [
@@ -61,7 +67,7 @@ def _value_mismatches(value: Value, expected, chip_tiles: int) -> list[Mismatch]
         for field in ("shard_bytes", "aligned_bytes", "bytes")
         if getattr(value, field) != getattr(expected, field)
     ]
-    problem = placement_problem(value.parsed_layout, chip_tiles)
+    problem = _placement_problem_of_text(value.layout, chip_tiles)
     if problem:
         found.append(Mismatch(where, "layout", rule=problem))
     return found

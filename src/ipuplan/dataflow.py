@@ -134,21 +134,18 @@ class _Inference:
             self.sharing_storage.setdefault(value.root, []).append(value.id)
 
     def readable(self, step: Step, result: int) -> list[int]:
-        """Values whose storage is live at `step` and that were written before it, except `result`."""
+        """Values whose storage is live at `step` and that were written before it, except `result`.
+
+        Every value sharing a live root is live here; an alias (an in-place version of its root)
+        is readable once written, the root itself always (bound or an input).
+        """
+        written_at = self.written_at
         return [
             v
             for root in step.live
             for v in self.sharing_storage.get(root, ())
-            if v != result and self.available(v, step.index)
+            if v != result and (v == root or written_at.get(v, -1) < step.index)
         ]
-
-    def available(self, value_id: int, step: int) -> bool:
-        """Readable at `step`: its storage is live and it was written before (or is bound/input)."""
-        value = self.plan.values[value_id]
-        if not self.live.first[value.root] <= step <= self.live.last[value.root]:
-            return False
-        written = self.written_at.get(value_id)
-        return written is None or written < step if value.is_alias else True
 
     def narrow(self, candidates: list[int], *preferences) -> list[int]:
         for prefer in preferences:
@@ -165,15 +162,16 @@ class _Inference:
         precision and rank.
         """
         values = self.plan.values
+        readable, made = self.readable(step, result), values[result]
         candidates: list[int] = []
         for same in rules:
-            candidates = self.preferred(step, result, [v for v in self.readable(step, result) if same(values[v], values[result])])
+            candidates = self.preferred(step, result, [v for v in readable if same(values[v], made)])
             if candidates:
                 break
         if len(candidates) == 1:
             return candidates[0]
         found = ", ".join(map(str, candidates)) or "none"
-        suspects = candidates or self.suspects(step, result, could_be or _same_precision_and_rank)
+        suspects = candidates or self.suspects(step, readable, made, could_be or _same_precision_and_rank)
         self.ambiguities.append(Ambiguity(step.index, f"{label} of value {result}: candidates {found}", (result, *suspects)))
         return None
 
@@ -189,10 +187,10 @@ class _Inference:
         )
         return self.latest_versions(candidates)
 
-    def suspects(self, step: Step, result: int, could_be) -> list[int]:
-        """The available values the step could have read (or, failing a rule, any live value)."""
+    def suspects(self, step: Step, readable: list[int], made: Value, could_be) -> list[int]:
+        """The `readable` values the step could have read to make `made` (or, failing a rule, any live value)."""
         values = self.plan.values
-        alike = [v for v in self.readable(step, result) if could_be(values[v], values[result])]
+        alike = [v for v in readable if could_be(values[v], made)]
         return sorted(alike) if alike or could_be is not _same_precision_and_rank else list(step.live)
 
     def latest_versions(self, candidates: list[int]) -> list[int]:

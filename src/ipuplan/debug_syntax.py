@@ -166,21 +166,24 @@ def parse_term(text: str) -> Term:
 
 
 def format_term(term: Term) -> str:
-    """Print a term exactly as Rust's `{:?}` does."""
+    """Print a term exactly as Rust's `{:?}` does.
+
+    Lists, not generators, go to `join`: it builds a list from a generator first anyway.
+    """
     if isinstance(term, Atom):
         return term.text
     if isinstance(term, ListTerm):
-        return "[" + ", ".join(format_term(item) for item in term.items) + "]"
+        return "[" + ", ".join([format_term(item) for item in term.items]) + "]"
     if isinstance(term, Call):
-        return term.name + "(" + ", ".join(format_term(arg) for arg in term.args) + ")"
+        return term.name + "(" + ", ".join([format_term(arg) for arg in term.args]) + ")"
     if not term.fields:
         return term.name + " {}"
-    body = ", ".join(f"{key}: {format_term(value)}" for key, value in term.fields)
+    body = ", ".join([f"{key}: {format_term(value)}" for key, value in term.fields])
     return f"{term.name} {{ {body} }}"
 
 
 def format_terms(terms: tuple[Term, ...]) -> str:
-    return " ".join(format_term(term) for term in terms)
+    return " ".join([format_term(term) for term in terms])
 
 
 def as_int(term: Term, what: str) -> int:

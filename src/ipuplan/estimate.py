@@ -14,7 +14,7 @@ import numpy as np
 from ipuplan.budgets import Budgets
 from ipuplan.format import Peak, Plan, Value
 from ipuplan.layout import INTERLEAVED, STANDARD, Layout, ceil_div
-from ipuplan.liveness import Liveness, live_matrix, liveness
+from ipuplan.liveness import Liveness, live_entries, liveness
 
 GRANULE = {STANDARD: 16 * 1024, INTERLEAVED: 32 * 1024}
 AMP_ALIGNED_ORDERS = frozenset({"Amp(Left)", "Amp(TransposedLeft)"})
@@ -88,11 +88,32 @@ def value_bytes(value: Value, amp_aligned: bool, layout: Layout | None = None) -
     return ValueBytes(shard, aligned, aligned * value.copies)
 
 
-def _per_step_sums(plan: Plan, weights: np.ndarray) -> np.ndarray:
-    step_of, value_of = live_matrix(plan)
-    sums = np.zeros(len(plan.steps), dtype=np.int64)
-    np.add.at(sums, step_of, weights[value_of])
-    return sums
+def _own_bytes(plan: Plan, aligned: frozenset[int]) -> tuple[ValueBytes, ...]:
+    """`value_bytes` of every value under its own layout.
+
+    A large plan repeats a few hundred distinct tensors thousands of times, so values alike in
+    layout, shape, precision, copies and alignment share one (immutable) result.
+    """
+    known: dict[tuple, ValueBytes] = {}
+    found = []
+    for value in plan.values:
+        key = (value.layout, tuple(value.shape), value.precision, value.copies, value.id in aligned)
+        sizes = known.get(key)
+        if sizes is None:
+            sizes = known[key] = value_bytes(value, key[-1])
+        found.append(sizes)
+    return tuple(found)
+
+
+def _per_step_sums(lengths: np.ndarray, value_of: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Sum of `weights` over each step's live values (`lengths` entries of `value_of` per step, in step order).
+
+    Differences of one running total: exact wherever a step's own sum fits in int64, as
+    int64 arithmetic wraps consistently.
+    """
+    ends = np.cumsum(lengths)
+    running = np.concatenate(([0], np.cumsum(weights[value_of])))
+    return running[ends] - running[ends - lengths]
 
 
 def _first_max(series: np.ndarray) -> tuple[int, int]:
@@ -109,12 +130,13 @@ def estimate(plan: Plan, budgets: Budgets | None = None, live: Liveness | None =
     """
     budgets = budgets or Budgets.of(plan)
     aligned = amp_aligned_values(plan, live or liveness(plan))
-    values = tuple(value_bytes(value, value.id in aligned) for value in plan.values)
+    values = _own_bytes(plan, aligned)
     sizes = np.array([v.bytes for v in values], dtype=np.int64)
     is_standard = np.array([v.memory_class == STANDARD for v in plan.values], dtype=bool)
     scratch = np.array([(s.scratch.standard, s.scratch.interleaved) for s in plan.steps], dtype=np.int64).reshape(-1, 2)
-    standard = _per_step_sums(plan, np.where(is_standard, sizes, 0)) + scratch[:, 0]
-    interleaved = _per_step_sums(plan, np.where(is_standard, 0, sizes)) + scratch[:, 1]
+    lengths, value_of = live_entries(plan)
+    standard = _per_step_sums(lengths, value_of, np.where(is_standard, sizes, 0)) + scratch[:, 0]
+    interleaved = _per_step_sums(lengths, value_of, np.where(is_standard, 0, sizes)) + scratch[:, 1]
     max_standard, standard_step = _first_max(standard)
     max_interleaved, interleaved_step = _first_max(interleaved)
     max_total, total_step = _first_max(standard + interleaved)

@@ -13,7 +13,7 @@ from ipuplan.budgets import Budgets
 from ipuplan.dataflow import Dataflow, dataflow
 from ipuplan.estimate import Estimate, estimate
 from ipuplan.families import KernelFamily, recognise_families
-from ipuplan.format import Plan
+from ipuplan.format import Plan, gc_paused
 from ipuplan.liveness import Liveness, liveness
 
 
@@ -38,7 +38,11 @@ class PlanFacts:
 
 def plan_facts(plan: Plan, budgets: Budgets | None = None) -> PlanFacts:
     """Infer every fact of `plan` once."""
-    budgets = budgets or Budgets.of(plan)
+    with gc_paused():
+        return _facts(plan, budgets or Budgets.of(plan))
+
+
+def _facts(plan: Plan, budgets: Budgets) -> PlanFacts:
     live = liveness(plan)
     flow = dataflow(plan, live)
     families, rejected = recognise_families(plan, flow)

@@ -7,9 +7,14 @@ and written back, so a plan from a newer compiler survives a round trip.
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import json
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -127,6 +132,23 @@ class Plan(_Frozen):
         return self.timeline.steps
 
 
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Hold off the cyclic garbage collector while millions of small objects are built or dropped.
+
+    A plan is millions of containers that reference counting alone frees. With the collector on,
+    every few hundred allocations it walks the young ones, and now and then every object alive:
+    about half the time of loading or dumping a large plan, for no garbage at all.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _location(loc: tuple[Any, ...]) -> str:
     text = ""
     for part in loc:
@@ -145,42 +167,52 @@ def _first_validation_problem(error: ValidationError) -> PlanError:
 
 
 def _check_value_strings(value: Value, where: str) -> None:
-    for field, parse in (("precision", element_size), ("layout", parse_layout)):
+    problem = _value_strings_problem(value.precision, value.layout, len(value.shape), value.memory_class)
+    if problem is not None:
+        field, message = problem
+        raise PlanError(message, location=f"{where}.{field}")
+
+
+@lru_cache(maxsize=65536)
+def _value_strings_problem(precision: str, layout: str, rank: int, memory_class: str) -> tuple[str, str] | None:
+    """(field, message) of the first thing wrong with a value's strings, or None.
+
+    Cached: the values of a large plan share a few hundred of these combinations.
+    """
+    for field, text, parse in (("precision", precision, element_size), ("layout", layout, parse_layout)):
         try:
-            parse(getattr(value, field))
+            parse(text)
         except SyntaxProblem as problem:
-            raise PlanError(f"malformed {field}: {problem}", location=f"{where}.{field}") from None
-    rank = len(value.shape)
-    dimensions = [axis.axis.dimension(rank) for axis in value.parsed_layout.axes]
-    for axis, dimension in zip(value.parsed_layout.axes, dimensions):
+            return field, f"malformed {field}: {problem}"
+    axes = parse_layout(layout).axes
+    dimensions = [axis.axis.dimension(rank) for axis in axes]
+    for axis, dimension in zip(axes, dimensions):
         if dimension is not None and not 0 <= dimension < rank:
             name = f"{axis.axis.kind}({axis.axis.index})"
-            raise PlanError(f"layout axis {name} does not exist in a rank-{rank} shape", location=f"{where}.layout")
+            return "layout", f"layout axis {name} does not exist in a rank-{rank} shape"
     if len(set(dimensions)) != len(dimensions) or (None in dimensions and len(dimensions) > 1):
-        raise PlanError("layout tiles a dimension twice (or Linear beside other axes)", location=f"{where}.layout")
-    if value.memory_class != value.parsed_layout.memory_class:
-        raise PlanError(
-            f"class {value.memory_class!r} differs from the layout's memory_class "
-            f"{value.parsed_layout.memory_class!r}",
-            location=f"{where}.class",
-        )
+        return "layout", "layout tiles a dimension twice (or Linear beside other axes)"
+    layout_class = parse_layout(layout).memory_class
+    if memory_class != layout_class:
+        return "class", f"class {memory_class!r} differs from the layout's memory_class {layout_class!r}"
+    return None
 
 
-def _check_live(values: list[Value], step: Step, where: str) -> None:
-    count = len(values)
-    for slot, value_id in enumerate(step.live):
-        if value_id >= count:
-            raise PlanError(
-                f"value id {value_id} does not exist (plan has {count} values)", location=f"{where}.live[{slot}]"
-            )
-        if values[value_id].is_alias:
-            raise PlanError(
-                f"value {value_id} is an alias of {values[value_id].root} and cannot be live",
-                location=f"{where}.live[{slot}]",
-            )
-    if len(set(step.live)) < len(step.live):  # a set is cheap; finding the slot is slow but only runs when refusing
-        slot = next(slot for slot, value_id in enumerate(step.live) if step.live.index(value_id) < slot)
-        raise PlanError(f"value {step.live[slot]} is listed twice in the live set", location=f"{where}.live[{slot}]")
+def _check_live(values: list[Value], aliases: frozenset[int], step: Step, where: str) -> None:
+    live, count = step.live, len(values)
+    if max(live, default=-1) >= count or not aliases.isdisjoint(live):  # in C; the slot is found only when refusing
+        slot = next(slot for slot, value_id in enumerate(live) if value_id >= count or value_id in aliases)
+        raise _not_live_problem(values, live[slot], f"{where}.live[{slot}]")
+    if len(set(live)) < len(live):  # a set is cheap; finding the slot is slow but only runs when refusing
+        slot = next(slot for slot, value_id in enumerate(live) if live.index(value_id) < slot)
+        raise PlanError(f"value {live[slot]} is listed twice in the live set", location=f"{where}.live[{slot}]")
+
+
+def _not_live_problem(values: list[Value], value_id: int, location: str) -> PlanError:
+    """Why `value_id` cannot be in a live set: it does not exist, or it is an alias."""
+    if value_id >= len(values):
+        return PlanError(f"value id {value_id} does not exist (plan has {len(values)} values)", location=location)
+    return PlanError(f"value {value_id} is an alias of {values[value_id].root} and cannot be live", location=location)
 
 
 def _check_references(plan: Plan) -> None:
@@ -192,6 +224,7 @@ def _check_references(plan: Plan) -> None:
         if value.root >= count:
             raise PlanError(f"root {value.root} does not exist (plan has {count} values)", location=f"{where}.root")
         _check_value_strings(value, where)
+    aliases = frozenset(value.id for value in plan.values if value.is_alias)
     for position, step in enumerate(plan.steps):
         where = f"timeline.steps[{position}]"
         if step.index != position:
@@ -200,7 +233,7 @@ def _check_references(plan: Plan) -> None:
             parse_operation(step.operation)
         except SyntaxProblem as problem:
             raise PlanError(f"malformed operation: {problem}", location=f"{where}.operation") from None
-        _check_live(plan.values, step, where)
+        _check_live(plan.values, aliases, step, where)
 
 
 def _line_column(text: str, offset: int) -> str:
@@ -231,13 +264,12 @@ _STRING_OR_BRACKET = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
 _DEPTH_CHANGE = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
-def _nests_too_deeply(text: str) -> bool:
-    """Whether JSON that parsed nests deeper than MAX_DEPTH.
+def _nests_too_deeply(data: bytes) -> bool:
+    """Whether JSON that parsed (as UTF-8) nests deeper than MAX_DEPTH.
 
     This runs on every load, so it stays in C: keep only quotes and brackets, drop what lies
     between quotes, then peel the innermost pairs once per allowed level.
     """
-    data = text.encode("utf-8", "surrogatepass")
     if b"\\" in data:  # replace() costs a pass even when nothing matches, and plans rarely escape anything
         data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
     brackets = b"".join(data.translate(None, _NOT_QUOTE_OR_BRACKET).replace(b'""', b"").split(b'"')[::2])
@@ -273,7 +305,7 @@ def _parse(data: str | bytes) -> dict[str, Any]:
         huge = re.search(rf"\d{{{sys.get_int_max_str_digits() + 1},}}", text)
         location = _text_position(text, huge.start()) if huge else ""
         raise PlanError("invalid JSON: number has too many digits", location=location) from None
-    if _nests_too_deeply(text):
+    if _nests_too_deeply(text.encode("utf-8", "surrogatepass")):
         raise _too_deep(text)
     if not isinstance(raw, dict):
         raise PlanError("a plan must be a JSON object")
@@ -291,17 +323,54 @@ def _check_version(raw: dict[str, Any]) -> None:
         raise PlanError(f"unsupported format version {version} (ipuplan reads version {supported})", location="version")
 
 
+def _read_directly(data: str | bytes) -> Plan | None:
+    """The plan validated straight from the JSON text, or None for any input this fast path might
+    read differently from `_read_via_python`, which then finds the exact problem.
+
+    Without a dict of the whole file first, a load takes about 40% less time and (with
+    `_return_free_heap`) a quarter less memory. The JSON reader is stricter than `json.loads`
+    (no NaN, no lone surrogates, no BOM) and refuses rather than differs; depth and version,
+    checked before the fields in the slow path, are checked here after.
+    """
+    try:
+        plan = Plan.model_validate_json(data)
+    except ValueError:
+        return None
+    encoded = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    if plan.version not in SUPPORTED_VERSIONS or _nests_too_deeply(encoded):
+        return None
+    return plan
+
+
+def _return_free_heap() -> None:
+    """Give the C heap's free pages back to the system (glibc; elsewhere there is nothing to call).
+
+    The direct read builds and drops a parse tree about the size of the file; glibc keeps such
+    memory, left between live blocks, for later: a large plan's process is about a quarter smaller with it.
+    """
+    if sys.platform.startswith("linux"):
+        trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+        if trim is not None:
+            trim(0)
+
+
+def _read_via_python(text: str | bytes) -> Plan:
+    raw = _parse(text)
+    _check_version(raw)
+    return Plan.model_validate(raw)
+
+
 def plan_from_json(text: str | bytes, source: str = "<plan>") -> Plan:
     """Parse and validate plan JSON; every problem is a PlanError naming source and location."""
     try:
-        raw = _parse(text)
-        _check_version(raw)
-        plan = Plan.model_validate(raw)
-        _check_references(plan)
+        with gc_paused():
+            plan = _read_directly(text) or _read_via_python(text)
+            _check_references(plan)
     except ValidationError as error:
         raise _first_validation_problem(error).at(source=source) from None
     except PlanError as error:
         raise error.at(source=source) from None
+    _return_free_heap()
     return plan
 
 
@@ -317,7 +386,8 @@ def load_plan(path: str | Path) -> Plan:
 
 def dump_plan(plan: Plan) -> str:
     """The plan as the compiler writes it: compact JSON, same key order, no trailing newline."""
-    return json.dumps(plan.model_dump(mode="json", by_alias=True), separators=(",", ":"), ensure_ascii=False)
+    with gc_paused():
+        return json.dumps(plan.model_dump(mode="json", by_alias=True), separators=(",", ":"), ensure_ascii=False)
 
 
 def write_plan(plan: Plan, path: str | Path) -> None:

@@ -208,7 +208,9 @@ def parse_layout(text: str) -> Layout:
     return result
 
 
+@lru_cache(maxsize=4096)
 def format_layout(layout: Layout) -> str:
+    """The compiler's text of `layout`; cached, as a large plan's few distinct layouts are printed again and again."""
     tiling = Struct(
         "TensorTiling",
         (

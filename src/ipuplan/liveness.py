@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -40,9 +41,9 @@ def liveness(plan: Plan) -> Liveness:
     return Liveness(tuple(first), tuple(last), tuple(map(tuple, born)), tuple(map(tuple, dies)))
 
 
-def live_matrix(plan: Plan) -> tuple[np.ndarray, np.ndarray]:
-    """Flat (step index, value id) pairs of every live entry, for vectorised sums."""
-    lengths = np.fromiter((len(step.live) for step in plan.steps), dtype=np.int64, count=len(plan.steps))
-    step_of = np.repeat(np.arange(len(plan.steps), dtype=np.int64), lengths)
-    value_of = np.fromiter((v for step in plan.steps for v in step.live), dtype=np.int64, count=int(lengths.sum()))
-    return step_of, value_of
+def live_entries(plan: Plan) -> tuple[np.ndarray, np.ndarray]:
+    """How many values each step has live, and all of them, step after step: for vectorised sums."""
+    lengths = np.fromiter(map(len, (step.live for step in plan.steps)), dtype=np.int64, count=len(plan.steps))
+    every = chain.from_iterable(step.live for step in plan.steps)
+    value_of = np.fromiter(every, dtype=np.int64, count=int(lengths.sum()))
+    return lengths, value_of

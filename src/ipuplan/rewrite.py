@@ -7,19 +7,22 @@ REPLAN.md ("What the output must satisfy") holds against the input.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TypeVar
 
 from ipuplan.budgets import Budgets
 from ipuplan.candidates import CandidateSpace
 from ipuplan.check import check
 from ipuplan.errors import IpuplanError
-from ipuplan.estimate import Estimate, estimate
+from ipuplan.estimate import Estimate, ValueBytes, estimate
 from ipuplan.facts import PlanFacts, plan_facts
-from ipuplan.format import ClassBytes, Plan
+from ipuplan.format import ClassBytes, Plan, Step, Value, gc_paused
 from ipuplan.layout import format_layout
 from ipuplan.liveness import Liveness, liveness
 
 KEPT_VALUE_FIELDS = ("id", "origin", "root", "name", "group", "storage_group", "precision", "copies")
 KEPT_STEP_FIELDS = ("index", "source", "execution_count", "live")
+
+Model = TypeVar("Model", Value, Step)
 
 
 class IllegalRewrite(IpuplanError):
@@ -41,12 +44,9 @@ def with_budgets(plan: Plan, budgets: Budgets) -> Plan:
 def with_derived_fields(plan: Plan, result: Estimate | None = None) -> Plan:
     """The plan with every number the estimate defines recomputed (`result`: its estimate, if known)."""
     result = result or estimate(plan)
-    values = [
-        value.model_copy(update={"shard_bytes": b.shard_bytes, "aligned_bytes": b.aligned_bytes, "bytes": b.bytes})
-        for value, b in zip(plan.values, result.values)
-    ]
+    values = [_with_bytes(value, b) for value, b in zip(plan.values, result.values)]
     steps = [
-        step.model_copy(update={"usage": ClassBytes(standard=std, interleaved=il)})
+        _updated(step, {"usage": ClassBytes(standard=std, interleaved=il)})
         for step, std, il in zip(plan.steps, result.standard, result.interleaved)
     ]
     return plan.model_copy(
@@ -63,6 +63,22 @@ def with_derived_fields(plan: Plan, result: Estimate | None = None) -> Plan:
     )
 
 
+def _with_bytes(value: Value, sizes: ValueBytes) -> Value:
+    update = {"shard_bytes": sizes.shard_bytes, "aligned_bytes": sizes.aligned_bytes, "bytes": sizes.bytes}
+    return _updated(value, update)
+
+
+def _updated(model: Model, update: dict[str, object]) -> Model:
+    """`model` with `update` applied; `model` itself when that changes nothing.
+
+    Most values and steps of a large plan keep their numbers and layouts: sharing them
+    spares a copy of each (the dumped plan is the same either way).
+    """
+    if all(getattr(model, key) == new for key, new in update.items()):
+        return model
+    return model.model_copy(update=update)
+
+
 def apply_choice(plan: Plan, space: CandidateSpace, choice: tuple[int, ...]) -> Plan:
     """New layouts, classes, shapes, operation strings and scratch for the chosen candidates."""
     values = list(plan.values)
@@ -74,12 +90,11 @@ def apply_choice(plan: Plan, space: CandidateSpace, choice: tuple[int, ...]) -> 
             update = {"layout": format_layout(layout), "memory_class": layout.memory_class}
             if candidate.shapes:
                 update["shape"] = list(candidate.shapes[position])
-            values[member] = values[member].model_copy(update=update)
+            values[member] = _updated(values[member], update)
         for step, standard, interleaved in candidate.scratch:
-            scratch = ClassBytes(standard=standard, interleaved=interleaved)
-            steps[step] = steps[step].model_copy(update={"scratch": scratch})
+            steps[step] = _updated(steps[step], {"scratch": ClassBytes(standard=standard, interleaved=interleaved)})
         for step, text in candidate.operations:
-            steps[step] = steps[step].model_copy(update={"operation": text})
+            steps[step] = _updated(steps[step], {"operation": text})
     return plan.model_copy(update={"timeline": plan.timeline.model_copy(update={"values": values, "steps": steps})})
 
 
@@ -97,11 +112,12 @@ def contract_violations(before: Plan, after: Plan, live: Liveness | None = None)
         return [*found, "number of values or steps differs"]
     born_at = (live or liveness(before)).born_at
     gemm_results = {v for step in before.steps if step.parsed_operation.kind == "Gemm" for v in born_at[step.index]}
-    for old, new in zip(before.values, after.values):
+    # a value or step the rewrite left alone is the very same object: nothing of it can have changed
+    for old, new in ((a, b) for a, b in zip(before.values, after.values) if a is not b):
         found += [f"value {old.id}: {f} changed" for f in KEPT_VALUE_FIELDS if getattr(old, f) != getattr(new, f)]
         if old.shape != new.shape and not (old.id in gemm_results and old.shape[1:] == new.shape[1:]):
             found.append(f"value {old.id}: shape changed (only a Gemm's partials may change their pK)")
-    for old, new in zip(before.steps, after.steps):
+    for old, new in ((a, b) for a, b in zip(before.steps, after.steps) if a is not b):
         found += [f"step {old.index}: {f} changed" for f in KEPT_STEP_FIELDS if getattr(old, f) != getattr(new, f)]
         if old.parsed_operation.kind != new.parsed_operation.kind:
             found.append(f"step {old.index}: operation kind changed")
@@ -115,10 +131,12 @@ def rewrite(facts: PlanFacts, space: CandidateSpace, choice: tuple[int, ...], bu
     The facts are inferred once, from the plan before its derived fields are written: the
     estimate, liveness and dataflow read layouts, shapes and live sets, never derived numbers.
     """
-    applied = apply_choice(with_budgets(facts.plan, budgets), space, choice)
-    inferred = plan_facts(applied)
-    rewritten = replace(inferred, plan=with_derived_fields(applied, inferred.estimate))
-    problems = [str(m) for m in check(rewritten.plan, rewritten)] + contract_violations(facts.plan, rewritten.plan, facts.live)
+    with gc_paused():
+        applied = apply_choice(with_budgets(facts.plan, budgets), space, choice)
+        inferred = plan_facts(applied)
+        rewritten = replace(inferred, plan=with_derived_fields(applied, inferred.estimate))
+        problems = [str(m) for m in check(rewritten.plan, rewritten)]
+        problems += contract_violations(facts.plan, rewritten.plan, facts.live)
     if problems:
         raise IllegalRewrite(f"rewritten plan fails its checks ({len(problems)}): {problems[0]}")
     return rewritten

@@ -126,9 +126,8 @@ def _term_rows(table: TermTable) -> list[np.ndarray]:
     return [rows[bounds[t]:bounds[t + 1]] for t in range(table.terms)]
 
 
-def _merged(table: TermTable, rules: int) -> list[np.ndarray]:
+def _merged(table: TermTable, term_rows: list[np.ndarray], rules: int) -> list[np.ndarray]:
     """Sets of distinct terms with the same rows where one shared sum per class costs fewer entries."""
-    term_rows = _term_rows(table)
     together: dict[bytes, list[int]] = {}
     for t, rows in enumerate(term_rows):
         together.setdefault(rows.tobytes(), []).append(t)
@@ -155,8 +154,8 @@ def _definition(table: TermTable, first: np.ndarray, members: np.ndarray, figure
     return np.concatenate(columns), np.concatenate(coefficients), least, most
 
 
-def _clusters(table: TermTable, first: np.ndarray, merged: list[np.ndarray]) -> tuple[Clusters, SharedSums]:
-    term_rows = _term_rows(table) if merged else []
+def _clusters(table: TermTable, first: np.ndarray, term_rows: list[np.ndarray],
+              merged: list[np.ndarray]) -> tuple[Clusters, SharedSums]:
     of_term = np.full(table.terms, -1, dtype=np.int64)
     column_of = {True: [], False: []}
     low = {True: [], False: []}
@@ -240,7 +239,8 @@ def linear_rows(problem: Problem, soft: bool = False) -> LinearRows:
     table = problem.table
     first = np.cumsum([0, *problem.candidate_counts[:-1]], dtype=np.int64) if problem.groups else np.zeros(0, np.int64)
     rules, peak_cap = rules_of(problem.limits, soft)
-    clusters, sums = _clusters(table, first, _merged(table, len(rules)))
+    term_rows = _term_rows(table)
+    clusters, sums = _clusters(table, first, term_rows, _merged(table, term_rows, len(rules)))
     floor = problem.lower_bound()
     built = tuple(_rule_rows(problem, first, clusters, rule, floor) for rule in rules)
     plain = int(table.counts[table.term].sum()) * (1 + len(problem.limits))

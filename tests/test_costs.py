@@ -9,7 +9,7 @@ import pytest
 
 from ipuplan.budgets import Budgets, Limit, excess
 from ipuplan.candidates import candidate_space
-from ipuplan.costs import Problem, StepRow, Usage, problem_of, step_rows, unneeded_changes, usage_of
+from ipuplan.costs import Problem, StepRow, Usage, problem_of, step_rows, term_table, unneeded_changes, usage_of
 from ipuplan.errors import BudgetError
 from ipuplan.facts import plan_facts
 
@@ -77,12 +77,14 @@ TWO_STEPS = Problem(
 def test_problem_bounds_take_every_group_at_its_smallest_and_largest():
     assert TWO_STEPS.lower_bound() == max(100 + 20, 10 + 10)
     assert TWO_STEPS.upper_bound() == max(100 + 50, 10 + 30)
-    assert TWO_STEPS.rows[0].bounds() == (120, 150)
+    low, high = TWO_STEPS.table.row_bounds()
+    assert (low[0], high[0]) == (120, 150)
 
 
 def test_bounds_count_both_classes():
     row = StepRow(0, 5, 7, ((0, b(10, 0), b(0, 4)),))
-    assert row.bounds() == (5 + 7 + 4, 5 + 7 + 10)
+    low, high = term_table((row,)).row_bounds()
+    assert (low[0], high[0]) == (5 + 7 + 4, 5 + 7 + 10)
 
 
 def test_unneeded_changes_finds_a_change_that_does_not_lower_the_peak():

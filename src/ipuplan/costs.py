@@ -57,34 +57,6 @@ class StepRow:
     terms: tuple[tuple[int, np.ndarray, np.ndarray], ...]
     """(group index, standard bytes per candidate, interleaved bytes per candidate)."""
 
-    @cached_property
-    def flat(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(start of each term, standard, interleaved) with the terms' candidates laid end to end: one numpy
-        call per row instead of one per term (at 50k values a row has hundreds of terms)."""
-        if not self.terms:
-            empty = np.zeros(0, dtype=np.int64)
-            return empty, empty, empty
-        starts = np.cumsum([0] + [len(s) for _, s, _ in self.terms[:-1]])
-        return (starts, np.concatenate([s for _, s, _ in self.terms]).astype(np.int64),
-                np.concatenate([i for _, _, i in self.terms]).astype(np.int64))
-
-    def term_extremes(self, standard: int = 1, interleaved: int = 1) -> tuple[np.ndarray, np.ndarray]:
-        """Per term, the least and the most of `standard x std + interleaved x il` over its candidates."""
-        starts, s, i = self.flat
-        if not len(starts):
-            return starts, starts
-        weighted = standard * s + interleaved * i
-        return np.minimum.reduceat(weighted, starts), np.maximum.reduceat(weighted, starts)
-
-    @cached_property
-    def _bounds(self) -> tuple[int, int]:
-        low, high = self.term_extremes()
-        constant = self.standard + self.interleaved
-        return constant + int(low.sum()), constant + int(high.sum())
-
-    def bounds(self) -> tuple[int, int]:
-        return self._bounds
-
 
 @dataclass(frozen=True)
 class Usage:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+import numpy as np
 from ortools.sat.python import cp_model
 
 from ipuplan.costs import Limit, Problem
@@ -91,7 +92,7 @@ def least(problem: Problem, measured: list[tuple[int, Limit]], held, seconds: fl
     model, choose, usage = _choice_model(problem, [*held, *measured])
     for r, k in held:
         model.add(problem.limits[k].usage(*usage[r]) <= problem.limits[k].bytes)
-    top = max((row.bounds()[1] for row in problem.rows), default=0) * 2 + 1
+    top = problem.upper_bound() * 2 + 1
     worst = model.new_int_var(0, top, "worst")
     for r, limit in measured:
         model.add(limit.usage(*usage[r]) <= worst)
@@ -114,19 +115,16 @@ def violable(problem: Problem) -> list[Pair]:
     the deletion filter tries to drop them first, so a conflict is told in class budgets where it can be."""
     pairs = []
     for k, limit in sorted(enumerate(problem.limits), key=lambda item: -(item[1].standard * item[1].interleaved)):
-        for r, row in enumerate(problem.rows):
-            highest = limit.usage(row.standard, row.interleaved) + sum(
-                int(max(limit.usage(s, i))) for _, s, i in row.terms)
-            if highest > limit.bytes:
-                pairs.append((r, k))
+        _, highest = problem.table.row_bounds(limit.standard, limit.interleaved)
+        pairs.extend((int(r), k) for r in np.flatnonzero(highest > limit.bytes))
     return pairs
 
 
-def _row_minimum(problem: Problem, pair: Pair) -> int:
-    """The least the row's usage under the limit can be, every group at its cheapest candidate for it."""
-    r, k = pair
-    row, limit = problem.rows[r], problem.limits[k]
-    return int(limit.usage(row.standard, row.interleaved)) + sum(int(min(limit.usage(s, i))) for _, s, i in row.terms)
+def _unmeetable(problem: Problem, pairs: list[Pair]) -> Pair | None:
+    """The first (row, limit) no layout meets on its own: every group at its cheapest candidate for the
+    limit still exceeds it."""
+    least = [problem.table.row_bounds(limit.standard, limit.interleaved)[0] for limit in problem.limits]
+    return next(((r, k) for r, k in pairs if least[k][r] > problem.limits[k].bytes), None)
 
 
 class _Assumptions:
@@ -160,7 +158,7 @@ def deletion_filter(problem: Problem, deadline: float) -> list[Pair] | None:
     Once a core is known, whether a subset of it can hold depends on its rows alone: the filter asks a
     model of the core's rows, however many the problem has."""
     pairs = violable(problem)
-    alone = next((p for p in pairs if _row_minimum(problem, p) > problem.limits[p[1]].bytes), None)
+    alone = _unmeetable(problem, pairs)
     # the solver's core is preferred (it tells class budgets where it can); a row no layout meets on its
     # own is a conflict of one that needs no solver, kept in hand in case the core takes too long
     share = (deadline - time.perf_counter()) / (3 if alone is not None else 1)

@@ -190,8 +190,7 @@ def _direct_entries(table: TermTable, first: np.ndarray, rule: Rule, direct: np.
     """(row, column, coefficient) of every varying candidate of the directly written occurrences, and per
     occurrence of the table its least and most bytes under the rule."""
     weighted = rule.standard * table.standard + rule.interleaved * table.interleaved
-    low, high = (np.minimum.reduceat(weighted, table.start), np.maximum.reduceat(weighted, table.start)) \
-        if table.terms else (weighted, weighted)
+    low, high = table.extremes(rule.standard, rule.interleaved)
     offset = weighted - np.repeat(low, table.counts)
     nonzero = np.flatnonzero(offset)
     candidate = nonzero - np.repeat(table.start, table.counts)[nonzero]

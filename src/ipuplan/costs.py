@@ -193,10 +193,14 @@ class Problem:
         return len(self.candidate_counts)
 
     def without_budgets(self) -> Problem:
-        return replace(self, limits=())
+        return self.with_limits(())
 
     def with_limits(self, limits: tuple[Limit, ...]) -> Problem:
-        return replace(self, limits=limits)
+        """The same rows under other budgets; their table, once built, is shared rather than built again."""
+        changed = replace(self, limits=limits)
+        if "table" in self.__dict__:
+            changed.__dict__["table"] = self.table
+        return changed
 
     @cached_property
     def table(self) -> TermTable:

@@ -221,16 +221,16 @@ class Problem:
         return digest.hexdigest()
 
     @cached_property
-    def _peak_bounds(self) -> tuple[int, int]:
-        low, high = self.table.row_bounds()
-        return int(low.max(initial=0)), int(high.max(initial=0))
+    def row_peaks(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per row, the least and the most standard + interleaved bytes any choice gives."""
+        return self.table.row_bounds()
 
     def lower_bound(self) -> int:
         """Every free group at its smallest candidate, step by step: no choice can do better."""
-        return self._peak_bounds[0]
+        return int(self.row_peaks[0].max(initial=0))
 
     def upper_bound(self) -> int:
-        return self._peak_bounds[1]
+        return int(self.row_peaks[1].max(initial=0))
 
     def exchange_of(self, choice: tuple[int, ...]) -> int:
         return sum(self.exchange[g][c] for g, c in enumerate(choice))

@@ -57,8 +57,7 @@ def window(problem: Problem, first: int, last: int) -> tuple[tuple, Problem]:
 
 def centres(problem: Problem) -> np.ndarray:
     """Rows by their per-row bound, highest first (ties: earlier first)."""
-    low, _ = problem.table.row_bounds()
-    return np.argsort(-low, kind="stable")
+    return np.argsort(-problem.row_peaks[0], kind="stable")
 
 
 def window_bound(problem: Problem, solve: Callable[[Problem, SolverSettings], SolveResult], settings: SolverSettings,

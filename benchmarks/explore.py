@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from ipuplan import load_plan, write_plan
-from ipuplan.synth import repeat_layers, unroll, with_budget_factor, with_scope
+from ipuplan.workbench.synth import repeat_layers, unroll, with_budget_factor, with_scope
 
 ROOT = Path(__file__).resolve().parent.parent
 SCOPES = [  # (name, layers, unrolled copies, budget factor)

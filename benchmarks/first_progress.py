@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tables import print_table  # noqa: E402
+from tables import print_table
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "models" / "vit-so400m-finalist-5.json"

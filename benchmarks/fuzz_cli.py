@@ -18,12 +18,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fuzz_cases import COMMANDS, OUTPUT_FAULTS, cli_case, plan_texts  # noqa: E402
-from hypothesis import HealthCheck, given, seed, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-from tables import print_table  # noqa: E402
+from fuzz_cases import COMMANDS, OUTPUT_FAULTS, cli_case, plan_texts
+from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import strategies as st
+from tables import print_table
 
-import ipuplan.cli  # noqa: E402
+import ipuplan.cli
 
 
 def main() -> None:

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tables import print_table
 
 from ipuplan import load_plan
-from ipuplan.optimizer import optimize
+from ipuplan.replan.pipeline import optimize
 
 TIGHT = {"budget": 234864, "interleaved_budget": 91776, "support_reserve": 25584}
 

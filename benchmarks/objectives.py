@@ -23,14 +23,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tables import print_table
 
 from ipuplan import InfeasibleBudget, load_plan
-from ipuplan.candidates import candidate_space
-from ipuplan.check import check
-from ipuplan.costs import problem_of, usage_of
-from ipuplan.facts import plan_facts
-from ipuplan.optimizer import optimize
-from ipuplan.options import OptimizeOptions
+from ipuplan.facts.check import check
+from ipuplan.facts.plan_facts import plan_facts
+from ipuplan.model.problem import problem_of, usage_of
+from ipuplan.replan.options import OptimizeOptions
+from ipuplan.replan.pipeline import optimize
+from ipuplan.replan.sweep import sweep
 from ipuplan.solvers.conflict import least, minimal_conflict
-from ipuplan.sweep import sweep
+from ipuplan.space.scopes import candidate_space
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "models" / "vit-so400m-finalist-5.json"

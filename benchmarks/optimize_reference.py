@@ -23,12 +23,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tables import print_table
 
 from ipuplan import load_plan
-from ipuplan.candidates import candidate_space
-from ipuplan.costs import problem_of, unneeded_changes, usage_of
-from ipuplan.estimate import estimate
-from ipuplan.facts import plan_facts
-from ipuplan.layout import format_layout
+from ipuplan.facts.estimate import estimate
+from ipuplan.facts.plan_facts import plan_facts
+from ipuplan.model.problem import problem_of, unneeded_changes, usage_of
+from ipuplan.plan.layout import format_layout
 from ipuplan.solvers.greedy import greedy_choice
+from ipuplan.space.scopes import candidate_space
 
 ROOT = Path(__file__).resolve().parent.parent
 

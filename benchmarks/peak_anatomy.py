@@ -18,11 +18,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tables import print_table  # noqa: E402
+from tables import print_table
 
-from ipuplan import load_plan, optimize  # noqa: E402
-from ipuplan.candidates import candidate_space  # noqa: E402
-from ipuplan.facts import plan_facts  # noqa: E402
+from ipuplan import load_plan, optimize
+from ipuplan.facts.plan_facts import plan_facts
+from ipuplan.space.scopes import candidate_space
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -24,12 +24,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tables import print_table
 
 from ipuplan import InfeasibleBudget, Plan, load_plan, optimize
-from ipuplan.budgets import Budgets
-from ipuplan.candidates import candidate_space
-from ipuplan.costs import absolute_floor, problem_of
-from ipuplan.facts import plan_facts
-from ipuplan.rewrite import with_budgets, with_derived_fields
-from ipuplan.synth import repeat_layers, unroll, with_budget_factor
+from ipuplan.facts.plan_facts import plan_facts
+from ipuplan.model.problem import absolute_floor, problem_of
+from ipuplan.plan.budgets import Budgets
+from ipuplan.replan.rewrite import with_budgets, with_derived_fields
+from ipuplan.space.scopes import candidate_space
+from ipuplan.workbench.synth import repeat_layers, unroll, with_budget_factor
 
 ROOT = Path(__file__).resolve().parent.parent
 SCOPES = ["storage", "kernels", "full"]

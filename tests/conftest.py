@@ -6,8 +6,8 @@ import pytest
 from reference import REFERENCE
 
 from ipuplan import Plan, load_plan
-from ipuplan.candidates import candidate_space
-from ipuplan.facts import plan_facts
+from ipuplan.facts.plan_facts import plan_facts
+from ipuplan.space.scopes import candidate_space
 
 
 @pytest.fixture(scope="session")

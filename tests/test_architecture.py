@@ -1,74 +1,50 @@
-"""The house rules of src/ipuplan: imports follow the pipeline order (so there is no cycle), and one
-`optimize` call infers each fact of a plan once."""
+"""The house rules of src/ipuplan: folders are the pipeline's stages, imports only go to the same or an
+earlier stage (and never round a circle inside one), the README's module map is the tree, and one `optimize`
+call infers each fact of a plan once.
+
+The stage order is read from the README's module map (its rows, top to bottom), so it is written once, where a
+newcomer reads it; a module added to a stage needs no list in this file.
+"""
 
 from __future__ import annotations
 
 import ast
 import cProfile
 import pstats
+import re
+from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 import ipuplan
 
 PACKAGE = Path(ipuplan.__file__).resolve().parent
-
-PIPELINE = [
-    "errors",
-    "outputs",
-    "debug_syntax",
-    "layout",
-    "operation",
-    "format",
-    "budgets",
-    "liveness",
-    "exchange",
-    "estimate",
-    "dataflow",
-    "families",
-    "attention",
-    "facts",
-    "check",
-    "candidates.types",
-    "candidates.rules",
-    "candidates.storage",
-    "candidates.kernels",
-    "candidates.strides",
-    "candidates.retile",
-    "candidates.attention",
-    "candidates.classes",
-    "candidates",
-    "costs",
-    "solvers.result",
-    "solvers.construct",
-    "solvers.reduce",
-    "solvers.linear",
-    "solvers.windows",
-    "solvers.cpsat",
-    "solvers.conflict",
-    "solvers.highs",
-    "solvers.greedy",
-    "solvers",
-    "options",
-    "pins",
-    "explain",
-    "rewrite",
-    "optimizer",
-    "sweep",
-    "report",
-    "diff",
-    "page",
-    "synth",
-    "exploration",
-    "cli",
-    "__main__",
-    "",
-]
-"""Every module of the package, in pipeline order ("" is the package itself, the public API)."""
+README = PACKAGE.parents[1] / "README.md"
 
 
 def module_name(path: Path) -> str:
     parts = path.relative_to(PACKAGE).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def every_module() -> dict[str, Path]:
+    return {module_name(path): path for path in PACKAGE.rglob("*.py")}
+
+
+def stage_of(module: str) -> str:
+    return module.split(".")[0]
+
+
+def readme_map() -> dict[str, set[str]]:
+    """The README's module map: per stage (a folder or a top-level module), in row order, the modules it names."""
+    section = README.read_text().split("## Layout of the code", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    stages = {}
+    for row in rows:
+        stage_cell, modules_cell = row.split("|")[1:3]
+        stage = stage_cell.strip().strip("`").rstrip("/")
+        names = re.findall(r"`([\w/]+)`", modules_cell)
+        stages[stage] = {stage if name == stage else f"{stage}.{name.replace('/', '.')}" for name in names}
+    return stages
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -86,38 +62,53 @@ def imported_modules(path: Path) -> set[str]:
 
 
 def _submodule_or_module(module: str, name: str) -> str:
-    """`from ipuplan.candidates import rules` imports the submodule; `import Scope` from it, the package."""
+    """`from ipuplan.space import rules` imports the submodule; `import Scope` from a module, the module."""
     folder = PACKAGE.joinpath(*module.split(".")) if module else PACKAGE
     is_module = (folder / f"{name}.py").exists() or (folder / name / "__init__.py").exists()
     return f"{module}.{name}".lstrip(".") if is_module else module
 
 
-def test_every_module_has_a_place_in_the_pipeline():
-    modules = {module_name(path) for path in PACKAGE.rglob("*.py")}
-    assert modules == set(PIPELINE), (modules - set(PIPELINE), set(PIPELINE) - modules)
+def test_the_readme_module_map_is_the_tree():
+    mapped = readme_map()
+    named = set().union(*mapped.values())
+    modules = set(every_module())
+    assert set(mapped) == {stage_of(m) for m in modules if m}, "a stage folder is missing from the README, or gone"
+    assert named - modules == set(), "the README names modules that do not exist"
+    packages = {m for m, path in every_module().items() if path.name == "__init__.py"}
+    assert modules - named - packages == set(), "modules the README's map does not name"
 
 
-def test_imports_follow_the_pipeline_order():
-    rank = {name: position for position, name in enumerate(PIPELINE)}
+def test_imports_go_to_the_same_or_an_earlier_stage():
+    rank = {stage: position for position, stage in enumerate(readme_map())}
+    rank[""] = len(rank)  # the package itself, the public API, may import anything
     against = []
-    for path in PACKAGE.rglob("*.py"):
-        importer = module_name(path)
+    for importer, path in every_module().items():
         for imported in imported_modules(path):
-            target = imported if imported in rank else imported.rsplit(".", 1)[0]
-            if rank[target] >= rank[importer] and target != importer:
+            if rank[stage_of(imported)] > rank[stage_of(importer)]:
                 against.append(f"{importer} imports {imported}")
     assert against == []
 
 
-def test_solvers_see_only_the_problem():
-    """A backend reads a `costs.Problem` (indices and integers): no plan, layout or candidate."""
+def test_no_import_circle():
+    modules = every_module()
+    graph = {importer: {m for m in imported_modules(path) if m in modules and m != importer}
+             for importer, path in modules.items()}
+    try:
+        tuple(TopologicalSorter(graph).static_order())
+    except CycleError as error:
+        raise AssertionError(f"import circle: {error.args[1]}") from None
+
+
+def test_solvers_see_only_the_model():
+    """A backend reads a `model.problem.Problem` (indices and integers): no plan, layout or candidate. It may
+    name the budget rule (`plan.budgets.Limit`), which imports nothing but the errors."""
     for path in (PACKAGE / "solvers").glob("*.py"):
-        outside = {m for m in imported_modules(path) if m.split(".")[0] != "solvers"}
-        assert outside <= {"costs", "errors"}, (path.name, outside)
+        outside = {m for m in imported_modules(path) if stage_of(m) != "solvers"}
+        assert outside <= {"model", "model.problem", "model.objective", "errors", "plan.budgets"}, (path.name, outside)
 
 
 def test_one_optimize_infers_each_fact_once_per_plan(reference_plan):
-    from ipuplan.optimizer import optimize
+    from ipuplan.replan.pipeline import optimize
 
     profile = cProfile.Profile()
     profile.runcall(optimize, reference_plan, workers=1, time_limit=5)

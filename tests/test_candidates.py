@@ -8,13 +8,14 @@ from itertools import product
 import pytest
 from reference import with_step
 
-from ipuplan.candidates import Freeze, FreezeReason, UnknownScope, candidate_space
-from ipuplan.candidates.storage import layout_options, partition_options, partition_vectors, placed_strides
-from ipuplan.check import placement_problem
 from ipuplan.errors import IpuplanError
-from ipuplan.estimate import shard_bytes
-from ipuplan.facts import plan_facts
-from ipuplan.layout import INTERLEAVED, STANDARD, parse_layout
+from ipuplan.facts.check import placement_problem
+from ipuplan.facts.estimate import shard_bytes
+from ipuplan.facts.plan_facts import plan_facts
+from ipuplan.plan.layout import INTERLEAVED, STANDARD, parse_layout
+from ipuplan.space.levels.storage import layout_options, partition_options, partition_vectors, placed_strides
+from ipuplan.space.scopes import UnknownScope, candidate_space
+from ipuplan.space.types import Freeze, FreezeReason
 
 
 def axis(dimension: int, partitions: int, stride: int | None, block: int = 1) -> str:
@@ -151,8 +152,8 @@ def test_an_unknown_operation_freezes_what_is_live_there(reference_plan, spaces)
 
 
 def test_stride_orders_are_legal_placements_and_cheaper_ones_become_candidates(reference_plan):
-    from ipuplan.candidates.strides import STRIDES_LABEL, radix_orders
-    from ipuplan.check import placement_problem
+    from ipuplan.facts.check import placement_problem
+    from ipuplan.space.strides import STRIDES_LABEL, radix_orders
 
     layout = reference_plan.values[8].parsed_layout  # N placed (stride 1), K left to the compiler
     variants = radix_orders(layout)
@@ -182,7 +183,7 @@ def _front_one_at_a_time(vectors):
 def test_pareto_front_in_blocks_is_the_front_one_vector_at_a_time(seed):
     import numpy as np
 
-    from ipuplan.candidates.kernels import PARETO_BLOCK, pareto_front
+    from ipuplan.space.levels.gemm import PARETO_BLOCK, pareto_front
 
     rng = np.random.default_rng(seed)  # few distinct values: many equal and dominated vectors, fronts across blocks
     vectors = rng.integers(0, 6, size=(int(rng.integers(1, 3 * PARETO_BLOCK)), int(rng.integers(1, 7))))
@@ -190,7 +191,7 @@ def test_pareto_front_in_blocks_is_the_front_one_vector_at_a_time(seed):
 
 
 def test_split_grid_is_the_nested_loops_in_their_order():
-    from ipuplan.candidates.kernels import split_grid
+    from ipuplan.space.levels.gemm import split_grid
 
     options = [[1, 2, 3, 5], [1, 2, 4, 8], [1, 3, 9]]
     for tiles in (1, 7, 24, 1000):
@@ -200,7 +201,7 @@ def test_split_grid_is_the_nested_loops_in_their_order():
 
 @pytest.mark.parametrize("shape", [(1, 729, 1152), (7, 3)])
 def test_flat_sizes_are_the_shard_bytes_of_the_flat_layouts(reference_plan, shape):
-    from ipuplan.candidates.retile import flat_layout, flat_sizes
+    from ipuplan.space.levels.retile import flat_layout, flat_sizes
 
     layout = reference_plan.values[8].parsed_layout
     sizes = flat_sizes(shape, 2, 1472)
@@ -209,10 +210,10 @@ def test_flat_sizes_are_the_shard_bytes_of_the_flat_layouts(reference_plan, shap
 
 
 def _sent_element_by_element(shape, element_size, source, target):
-    """Bytes sent, one element and one target replica at a time, from the tile mappings `ipuplan.exchange` describes."""
+    """Bytes sent, one element and one target replica at a time, from the tile mappings `ipuplan.facts.exchange` describes."""
     from itertools import product as every
 
-    from ipuplan.exchange import placement
+    from ipuplan.facts.exchange import placement
 
     a, b = placement(shape, source), placement(shape, target)
 
@@ -230,9 +231,9 @@ def _sent_element_by_element(shape, element_size, source, target):
 def test_exchange_summed_per_distance_is_the_element_by_element_count(seed):
     import numpy as np
 
-    from ipuplan.debug_syntax import Atom
-    from ipuplan.exchange import mapped_exchange_bytes
-    from ipuplan.layout import Axis, AxisTiling, Layout
+    from ipuplan.facts.exchange import mapped_exchange_bytes
+    from ipuplan.plan.debug_syntax import Atom
+    from ipuplan.plan.layout import Axis, AxisTiling, Layout
 
     rng = np.random.default_rng(seed)
 

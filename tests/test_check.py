@@ -7,9 +7,9 @@ from dataclasses import replace
 import pytest
 from reference import with_step, with_value
 
-from ipuplan.check import check, placement_problem
-from ipuplan.format import ClassBytes
-from ipuplan.layout import format_layout, parse_layout
+from ipuplan.facts.check import check, placement_problem
+from ipuplan.plan.format import ClassBytes
+from ipuplan.plan.layout import format_layout, parse_layout
 
 
 def test_reference_plan_is_consistent(reference_plan):

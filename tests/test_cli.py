@@ -111,8 +111,8 @@ def test_optimize_infeasible_exit_3_writes_nothing(tmp_path):
 
 def test_optimize_flags_reach_the_library(tmp_path, monkeypatch):
     seen = {}
-    from ipuplan import optimizer
     from ipuplan.errors import IpuplanError
+    from ipuplan.replan import pipeline as optimizer
 
     def fake_optimize(plan, options, **kwargs):
         seen.update(dict(options))

@@ -7,11 +7,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from ipuplan.budgets import Budgets, Limit, excess
-from ipuplan.candidates import candidate_space
-from ipuplan.costs import Problem, StepRow, Usage, problem_of, step_rows, term_table, unneeded_changes, usage_of
 from ipuplan.errors import BudgetError
-from ipuplan.facts import plan_facts
+from ipuplan.facts.plan_facts import plan_facts
+from ipuplan.model.problem import Problem, StepRow, Usage, problem_of, step_rows, term_table, unneeded_changes, usage_of
+from ipuplan.plan.budgets import Budgets, Limit, excess
+from ipuplan.space.scopes import candidate_space
 
 
 def b(*numbers: int) -> np.ndarray:

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from reference import with_value
 
-from ipuplan.dataflow import dataflow
+from ipuplan.facts.dataflow import dataflow
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,9 @@ from typer.testing import CliRunner
 
 from ipuplan import PlanError, write_plan
 from ipuplan.cli import app
-from ipuplan.diff import diff_lines, diff_plans
-from ipuplan.optimizer import optimize
-from ipuplan.synth import repeat_layers
+from ipuplan.replan.pipeline import optimize
+from ipuplan.report.diff import diff_lines, diff_plans
+from ipuplan.workbench.synth import repeat_layers
 
 
 @pytest.fixture(scope="module")

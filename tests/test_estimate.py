@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from reference import with_step
 
-from ipuplan.estimate import Budgets, estimate, shard_bytes
-from ipuplan.layout import parse_layout
+from ipuplan.facts.estimate import Budgets, estimate, shard_bytes
+from ipuplan.plan.layout import parse_layout
 
 
 def test_every_value_bytes(reference_plan):

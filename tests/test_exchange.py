@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from math import prod
 
-from ipuplan.exchange import mapped_exchange_bytes, placement
+from ipuplan.facts.exchange import mapped_exchange_bytes, placement
 
 
 def _bytes(plan, source_id, target_id):

@@ -9,10 +9,10 @@ from reference import MODELS, REFERENCE
 from typer.testing import CliRunner
 
 from ipuplan import load_plan
-from ipuplan.check import check
 from ipuplan.cli import app
 from ipuplan.errors import PlanError
-from ipuplan.exploration import ExecutorMissing, explore, job_layout
+from ipuplan.facts.check import check
+from ipuplan.workbench.explore import ExecutorMissing, explore, job_layout
 
 runner = CliRunner()
 

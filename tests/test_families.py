@@ -7,14 +7,14 @@ from dataclasses import replace
 import pytest
 from reference import with_step, with_value
 
-from ipuplan.budgets import Budgets
-from ipuplan.candidates import candidate_space
-from ipuplan.check import check
-from ipuplan.dataflow import dataflow
-from ipuplan.facts import plan_facts
-from ipuplan.families import IllegalSplit, Split, current_split, derive, family_problems, recognise_families
-from ipuplan.layout import format_layout, parse_layout
-from ipuplan.rewrite import IllegalRewrite, rewrite
+from ipuplan.facts.check import check
+from ipuplan.facts.dataflow import dataflow
+from ipuplan.facts.gemm_families import IllegalSplit, Split, current_split, derive, family_problems, recognise_families
+from ipuplan.facts.plan_facts import plan_facts
+from ipuplan.plan.budgets import Budgets
+from ipuplan.plan.layout import format_layout, parse_layout
+from ipuplan.replan.rewrite import IllegalRewrite, rewrite
+from ipuplan.space.scopes import candidate_space
 
 
 @pytest.fixture(scope="module")
@@ -107,8 +107,8 @@ def test_kernel_candidates_start_with_the_input_split(reference_plan):
 
 
 def test_kernel_scope_optimises_the_reference_plan_legally(reference_plan):
-    from ipuplan.optimizer import optimize
-    from ipuplan.rewrite import contract_violations
+    from ipuplan.replan.pipeline import optimize
+    from ipuplan.replan.rewrite import contract_violations
 
     storage = optimize(reference_plan, workers=1, time_limit=10, scope="storage")
     kernels = optimize(reference_plan, workers=1, time_limit=10, scope="kernels")
@@ -120,7 +120,7 @@ def test_kernel_scope_optimises_the_reference_plan_legally(reference_plan):
 
 
 def test_attention_products_are_families_that_reproduce_their_input(reference_plan):
-    from ipuplan.attention import attention_problems, current_head_split, derive_attention
+    from ipuplan.facts.attention_families import attention_problems, current_head_split, derive_attention
 
     facts = plan_facts(reference_plan)
     found = {family.gemm_step: family for family in facts.attention}

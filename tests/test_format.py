@@ -6,7 +6,7 @@ import pytest
 from reference import ALL_PLANS, REFERENCE
 
 from ipuplan import PlanError, dump_plan, load_plan, plan_from_json, write_plan
-from ipuplan.format import MAX_DEPTH, _read_directly, _read_via_python
+from ipuplan.plan.format import MAX_DEPTH, _read_directly, _read_via_python
 
 
 @pytest.mark.parametrize("path", ALL_PLANS, ids=lambda p: p.name)

@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ipuplan import PlanError, plan_from_json
-from ipuplan.check import check
 from ipuplan.cli import EXIT_CODES
+from ipuplan.facts.check import check
 
 
 def loads_or_says_where(text: str) -> None:

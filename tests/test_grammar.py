@@ -6,10 +6,10 @@ from hypothesis import strategies as st
 from reference import ALL_PLANS
 
 from ipuplan import load_plan
-from ipuplan.debug_syntax import Atom, Call, ListTerm, Struct, format_term, format_terms, parse_term, parse_terms
 from ipuplan.errors import SyntaxProblem
-from ipuplan.layout import element_size, format_layout, parse_layout
-from ipuplan.operation import parse_operation
+from ipuplan.plan.debug_syntax import Atom, Call, ListTerm, Struct, format_term, format_terms, parse_term, parse_terms
+from ipuplan.plan.layout import element_size, format_layout, parse_layout
+from ipuplan.plan.operation import parse_operation
 
 
 def _strings(path):

@@ -8,8 +8,8 @@ import itertools
 import numpy as np
 import pytest
 
-from ipuplan.budgets import Budgets
-from ipuplan.costs import Problem, StepRow, problem_of
+from ipuplan.model.problem import Problem, StepRow, problem_of
+from ipuplan.plan.budgets import Budgets
 from ipuplan.solvers import SolverSettings, SolveStatus, solve
 from ipuplan.solvers.cpsat import solve_reduced
 from ipuplan.solvers.linear import linear_rows

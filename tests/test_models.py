@@ -10,9 +10,9 @@ import pytest
 from reference import ALL_PLANS
 
 from ipuplan import InfeasibleBudget, dump_plan, load_plan
-from ipuplan.check import check
-from ipuplan.optimizer import optimize
-from ipuplan.rewrite import contract_violations
+from ipuplan.facts.check import check
+from ipuplan.replan.pipeline import optimize
+from ipuplan.replan.rewrite import contract_violations
 
 INFEASIBLE = "infeasible: no layout of the scope fits"
 

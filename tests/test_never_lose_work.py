@@ -18,11 +18,11 @@ import pytest
 from reference import REFERENCE, with_value
 
 from ipuplan import load_plan, write_plan
-from ipuplan.candidates import Freeze
-from ipuplan.check import check
 from ipuplan.cli import main
-from ipuplan.optimizer import optimize
-from ipuplan.outputs import write_atomically
+from ipuplan.facts.check import check
+from ipuplan.plan.outputs import write_atomically
+from ipuplan.replan.pipeline import optimize
+from ipuplan.space.types import Freeze
 
 PYTHON = [sys.executable, "-m", "ipuplan"]
 
@@ -160,7 +160,7 @@ def test_ctrl_c_prints_one_line_exits_130_and_writes_nothing(tmp_path):
 
 def test_a_kill_in_the_middle_of_a_write_leaves_no_file(tmp_path):
     target = tmp_path / "plan.json"
-    writer = ("from ipuplan.outputs import write_atomically; data = b'x' * 400_000_000; print('go', flush=True); "
+    writer = ("from ipuplan.plan.outputs import write_atomically; data = b'x' * 400_000_000; print('go', flush=True); "
               f"write_atomically({str(target)!r}, data)")
     process = subprocess.Popen([sys.executable, "-c", writer], stdout=subprocess.PIPE, text=True)
     assert process.stdout.readline() == "go\n"

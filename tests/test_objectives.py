@@ -14,18 +14,19 @@ from reference import MODELS, REFERENCE
 from typer.testing import CliRunner
 
 from ipuplan import InfeasibleBudget, load_plan
-from ipuplan.budgets import Budgets, Limit
-from ipuplan.candidates import Freeze, candidate_space
-from ipuplan.check import check
 from ipuplan.cli import app
-from ipuplan.costs import Objective, Problem, StepRow, problem_of, usage_of
 from ipuplan.errors import PlanError
-from ipuplan.explain import BudgetConflict
-from ipuplan.facts import plan_facts
-from ipuplan.optimizer import optimize
+from ipuplan.facts.check import check
+from ipuplan.facts.plan_facts import plan_facts
+from ipuplan.model.problem import Objective, Problem, StepRow, problem_of, usage_of
+from ipuplan.plan.budgets import Budgets, Limit
+from ipuplan.replan.explain import BudgetConflict
+from ipuplan.replan.pipeline import optimize
+from ipuplan.replan.sweep import sweep
 from ipuplan.solvers import SolverSettings, SolveStatus, explain_infeasible, solve, solve_soft
 from ipuplan.solvers import conflict as conflicts
-from ipuplan.sweep import sweep
+from ipuplan.space.scopes import candidate_space
+from ipuplan.space.types import Freeze
 
 runner = CliRunner()
 SETTINGS = SolverSettings(time_limit=5, workers=1, deterministic=True)
@@ -185,8 +186,8 @@ def test_reference_one_byte_under_the_optimum_is_explained_in_plain_words(refere
 
 
 def test_a_budget_that_cannot_fit_alone_is_said_so_in_words_and_html(reference_plan):
-    from ipuplan.page import explanation_html
-    from ipuplan.report import explanation_lines
+    from ipuplan.report.html import explanation_html
+    from ipuplan.report.text import explanation_lines
 
     with pytest.raises(BudgetConflict) as caught:
         optimize(reference_plan, workers=1, scope="kernels", budget=230_000, interleaved_budget=72_831, time_limit=5)
@@ -308,7 +309,7 @@ def test_a_pin_file_must_say_layout_or_class(tmp_path, reference_plan):
 
 
 def test_options_reach_explore_and_its_fingerprint(tmp_path):
-    from ipuplan.exploration import explore
+    from ipuplan.workbench.explore import explore
 
     rows = explore([REFERENCE], tmp_path / "out", objective="fit", time_limit=5)
     assert rows[0].status == "optimal" and rows[0].settings["objective"] == "fit"
@@ -330,7 +331,7 @@ def test_fit_never_needs_more_exchange_than_peak(path):
 
 @pytest.mark.slow
 def test_ten_thousand_values_are_explained_without_reading_a_missing_answer(reference_plan):
-    from ipuplan.synth import unroll
+    from ipuplan.workbench.synth import unroll
 
     big = unroll(reference_plan, 57)  # 10,032 values, 6,612 steps: where the old line read "306,083,164,925,556,721"
     with pytest.raises(BudgetConflict) as caught:

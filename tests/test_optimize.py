@@ -7,18 +7,18 @@ from dataclasses import replace
 import pytest
 
 from ipuplan import InfeasibleBudget, dump_plan
-from ipuplan.budgets import Budgets
-from ipuplan.candidates import candidate_space
-from ipuplan.candidates.storage import partition_vectors
-from ipuplan.check import check
-from ipuplan.costs import absolute_floor, problem_of, unneeded_changes, usage_of
-from ipuplan.estimate import estimate
-from ipuplan.facts import plan_facts
-from ipuplan.layout import format_layout
-from ipuplan.optimizer import optimize
-from ipuplan.rewrite import IllegalRewrite, contract_violations, rewrite
+from ipuplan.facts.check import check
+from ipuplan.facts.estimate import estimate
+from ipuplan.facts.plan_facts import plan_facts
+from ipuplan.model.problem import absolute_floor, problem_of, unneeded_changes, usage_of
+from ipuplan.plan.budgets import Budgets
+from ipuplan.plan.layout import format_layout
+from ipuplan.replan.pipeline import optimize
+from ipuplan.replan.rewrite import IllegalRewrite, contract_violations, rewrite
 from ipuplan.solvers import SolverSettings, SolveStatus, solve
 from ipuplan.solvers.greedy import greedy_choice
+from ipuplan.space.levels.storage import partition_vectors
+from ipuplan.space.scopes import candidate_space
 
 
 @pytest.fixture(scope="module")

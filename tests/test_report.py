@@ -11,11 +11,11 @@ from reference import REFERENCE
 from typer.testing import CliRunner
 
 from ipuplan import write_plan
-from ipuplan.candidates import candidate_space
 from ipuplan.cli import app
-from ipuplan.facts import plan_facts
-from ipuplan.optimizer import optimize
-from ipuplan.page import anatomy_rows, render_html
+from ipuplan.facts.plan_facts import plan_facts
+from ipuplan.replan.pipeline import optimize
+from ipuplan.report.html import anatomy_rows, render_html
+from ipuplan.space.scopes import candidate_space
 
 ARTIFACTS = Path(os.environ.get("IPUPLAN_ARTIFACTS", Path(__file__).resolve().parent.parent / "test-artifacts"))
 

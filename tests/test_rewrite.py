@@ -6,10 +6,10 @@ import pytest
 from reference import with_step, with_value
 
 from ipuplan import dump_plan
-from ipuplan.check import check
-from ipuplan.estimate import estimate
-from ipuplan.layout import format_layout
-from ipuplan.rewrite import apply_choice, contract_violations, rewrite, with_derived_fields
+from ipuplan.facts.check import check
+from ipuplan.facts.estimate import estimate
+from ipuplan.plan.layout import format_layout
+from ipuplan.replan.rewrite import apply_choice, contract_violations, rewrite, with_derived_fields
 
 
 def inputs(space) -> tuple[int, ...]:

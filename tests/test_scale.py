@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from ipuplan.budgets import Budgets
 from ipuplan.cli import app
-from ipuplan.costs import Objective, Problem, StepRow, usage_of
+from ipuplan.model.problem import Objective, Problem, StepRow, usage_of
+from ipuplan.plan.budgets import Budgets
 from ipuplan.solvers import SolverSettings, SolveStatus, cpsat
 from ipuplan.solvers.construct import construct
 from ipuplan.solvers.cpsat import PhaseOutcome
@@ -104,7 +104,7 @@ def test_constructive_is_fast_on_many_rows():
 
 def test_a_result_over_its_budgets_exits_non_zero(tmp_path, monkeypatch):
     # The 6-layer chip plan overflows its budgets; a solver that finds nothing leaves it over them.
-    from ipuplan import optimizer
+    from ipuplan.replan import pipeline as optimizer
     from ipuplan.solvers.result import SolveResult
 
     def nothing(problem, settings, backend, progress):

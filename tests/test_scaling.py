@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ipuplan.check import check
-from ipuplan.optimizer import optimize
-from ipuplan.synth import unroll, with_budget_factor
+from ipuplan.facts.check import check
+from ipuplan.replan.pipeline import optimize
+from ipuplan.workbench.synth import unroll, with_budget_factor
 
 
 @pytest.mark.slow

@@ -7,8 +7,8 @@ from importlib.util import find_spec
 import numpy as np
 import pytest
 
-from ipuplan.budgets import Budgets
-from ipuplan.costs import Problem, StepRow, usage_of
+from ipuplan.model.problem import Problem, StepRow, usage_of
+from ipuplan.plan.budgets import Budgets
 from ipuplan.solvers import SolverSettings, SolveStatus, explain_infeasible, solve
 
 SETTINGS = SolverSettings(time_limit=5, workers=1, deterministic=True)

@@ -5,11 +5,11 @@ from reference import REFERENCE
 from typer.testing import CliRunner
 
 from ipuplan import PlanError, dump_plan, load_plan
-from ipuplan.check import check
 from ipuplan.cli import app
-from ipuplan.dataflow import dataflow
-from ipuplan.estimate import estimate
-from ipuplan.synth import repeat_layers, unroll, with_budget_factor
+from ipuplan.facts.check import check
+from ipuplan.facts.dataflow import dataflow
+from ipuplan.facts.estimate import estimate
+from ipuplan.workbench.synth import repeat_layers, unroll, with_budget_factor
 
 
 def test_identity_cases_are_byte_identical(reference_plan):

@@ -10,15 +10,15 @@ report / page / diff -> exploration -> cli. `optimize` and `explore` are loaded 
 from importlib import import_module
 
 from ipuplan.errors import BudgetError, InfeasibleBudget, IpuplanError, PlanError
-from ipuplan.format import Plan, dump_plan, load_plan, plan_from_json, write_plan
+from ipuplan.plan.format import Plan, dump_plan, load_plan, plan_from_json, write_plan
 
 _ON_FIRST_USE = {
-    "optimize": "ipuplan.optimizer",
-    "OptimizeResult": "ipuplan.optimizer",
-    "Change": "ipuplan.optimizer",
-    "OptimizeOptions": "ipuplan.options",
-    "explore": "ipuplan.exploration",
-    "ExploreRow": "ipuplan.exploration",
+    "optimize": "ipuplan.replan.pipeline",
+    "OptimizeResult": "ipuplan.replan.pipeline",
+    "Change": "ipuplan.replan.pipeline",
+    "OptimizeOptions": "ipuplan.replan.options",
+    "explore": "ipuplan.workbench.explore",
+    "ExploreRow": "ipuplan.workbench.explore",
 }
 
 

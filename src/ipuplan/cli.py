@@ -20,16 +20,24 @@ from typing import Annotated, get_args, get_origin
 import typer
 from rich.console import Console
 
-from ipuplan.check import check
-from ipuplan.dataflow import dataflow
-from ipuplan.diff import diff_lines, diff_plans
 from ipuplan.errors import IpuplanError, PlanError
-from ipuplan.estimate import estimate
-from ipuplan.format import load_plan, write_plan
-from ipuplan.options import OptimizeOptions
-from ipuplan.outputs import require_writable, write_atomically
-from ipuplan.page import explanation_html, render_html, render_png, require_matplotlib, shortfall_html, sweep_html
-from ipuplan.report import (
+from ipuplan.facts.check import check
+from ipuplan.facts.dataflow import dataflow
+from ipuplan.facts.estimate import estimate
+from ipuplan.plan.format import load_plan, write_plan
+from ipuplan.plan.outputs import require_writable, write_atomically
+from ipuplan.replan.options import OptimizeOptions
+from ipuplan.replan.rewrite import with_budgets
+from ipuplan.report.diff import diff_lines, diff_plans
+from ipuplan.report.html import (
+    explanation_html,
+    render_html,
+    render_png,
+    require_matplotlib,
+    shortfall_html,
+    sweep_html,
+)
+from ipuplan.report.text import (
     contributors_table,
     explanation_lines,
     explore_table,
@@ -41,8 +49,7 @@ from ipuplan.report import (
     summary_table,
     sweep_table,
 )
-from ipuplan.rewrite import with_budgets
-from ipuplan.synth import repeat_layers, unroll, with_budget_factor, with_scope
+from ipuplan.workbench.synth import repeat_layers, unroll, with_budget_factor, with_scope
 
 try:  # newer typer carries its own copy of click, whose errors are the ones raised
     from typer._click import exceptions as click_errors
@@ -288,7 +295,7 @@ def _optimize(plan_path: Path, options: OptimizeOptions, output: Path | None, in
     if phase is not None:
         phase("load", f"{plan_path} ({_size(plan_path)})")
     plan = load_plan(plan_path)
-    from ipuplan import optimizer  # the solver's import is paid only by the commands that solve
+    from ipuplan.replan import pipeline as optimizer  # the solver's import is paid only by the commands that solve
 
     try:
         result = optimizer.optimize(plan, options, progress=None if quiet else _print_progress, on_phase=phase,
@@ -327,7 +334,7 @@ def sweep_command(
 ) -> None:
     """The trade-off of peak against exchange bytes (the Pareto front under the budgets): how much exchange each
     KiB of memory costs. --time-limit applies to each point; --objective and --best-effort do not apply."""
-    from ipuplan.sweep import sweep  # the solver's import is paid only by the commands that solve
+    from ipuplan.replan.sweep import sweep  # the solver's import is paid only by the commands that solve
 
     try:
         if report is not None:
@@ -395,7 +402,7 @@ def explore_command(
 ) -> None:
     """Optimise every plan, write each to OUTPUT, rank them; exit 4 if some plans failed (see their rows)."""
     started = time.perf_counter()
-    from ipuplan.exploration import explore, summary_rows
+    from ipuplan.workbench.explore import explore, summary_rows
 
     rows = explore(plans, output, options, jobs=jobs, force=force, executor=executor, address=address,
                    on_row=None if as_json else _print_row_done)

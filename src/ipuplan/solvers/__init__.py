@@ -12,7 +12,7 @@ from collections.abc import Callable
 from enum import Enum
 from importlib import import_module
 
-from ipuplan.costs import Problem
+from ipuplan.model.problem import Problem
 from ipuplan.solvers.result import FrontPoint, Progress, SolveResult, SolverSettings, SolveStatus
 
 

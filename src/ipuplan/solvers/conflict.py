@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from ortools.sat.python import cp_model
 
-from ipuplan.costs import Limit, Problem
+from ipuplan.model.problem import Limit, Problem
 from ipuplan.solvers.cpsat import SOLVED, STATUS, choice_variables, chosen_candidates, hint_choice, usage_expressions
 from ipuplan.solvers.result import SolveStatus
 

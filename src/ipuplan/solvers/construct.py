@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ipuplan.costs import Objective, Problem, Usage
+from ipuplan.model.problem import Objective, Problem, Usage
 
 MOVES = 4000
 """Repair moves at most: a deterministic cap (no clock); each move costs a sort of the rows' totals."""

@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from ipuplan.costs import Objective, Problem, Usage
+from ipuplan.model.problem import Objective, Problem, Usage
 from ipuplan.solvers.construct import GroupRows, repair
 from ipuplan.solvers.result import Progress, SolveResult, SolverSettings, SolveStatus
 

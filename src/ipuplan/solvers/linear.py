@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ipuplan.costs import Limit, Problem, TermTable
+from ipuplan.model.problem import Limit, Problem, TermTable
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ipuplan.costs import Problem, StepRow, TermTable
+from ipuplan.model.problem import Problem, StepRow, TermTable
 from ipuplan.solvers.construct import tie_costs
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ipuplan.costs import Problem, StepRow
+from ipuplan.model.problem import Problem, StepRow
 from ipuplan.solvers.result import SolveResult, SolverSettings, SolveStatus
 
 ROWS = 64

@@ -1,0 +1,142 @@
+"""Consistency check: a plan's stored numbers against the estimate, plus layout legality."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from itertools import product
+from math import prod
+
+from ipuplan.facts.attention_families import attention_problems
+from ipuplan.facts.dataflow import Dataflow
+from ipuplan.facts.estimate import Estimate
+from ipuplan.facts.gemm_families import family_problems
+from ipuplan.facts.plan_facts import PlanFacts, plan_facts
+from ipuplan.plan.format import Plan, Value
+from ipuplan.plan.layout import Layout, parse_layout
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """One disagreement: `where` is a location such as ``value 12`` or ``step 3``.
+
+    Either a stored number that differs from the `expected` one, or a broken rule (`rule`).
+    """
+
+    where: str
+    field: str
+    stored: object = None
+    expected: object = None
+    rule: str = ""
+
+    def __str__(self) -> str:
+        if self.rule:
+            return f"{self.where}: {self.field}: {self.rule}"
+        return f"{self.where}: {self.field} is {self.stored!r}, expected {self.expected!r}"
+
+
+@lru_cache(maxsize=65536)
+def placement_problem(layout: Layout, chip_tiles: int) -> str | None:
+    """Why a layout's tiling is not a valid placement, or None when it is."""
+    if layout.tile_count != layout.replicas * layout.partition_product:
+        return f"tile_count {layout.tile_count} != replicas {layout.replicas} x partitions {layout.partition_product}"
+    if layout.tile_count > chip_tiles:
+        return f"tile_count {layout.tile_count} exceeds the chip's {chip_tiles} tiles"
+    placed = [(axis.partitions, axis.tile_stride) for axis in layout.axes if axis.tile_stride is not None]
+    if not placed:
+        return None
+    if max(sum((p - 1) * s for p, s in placed), 0) >= layout.tile_count:
+        return f"tile strides place a shard beyond tile {layout.tile_count - 1}"
+    counts = [p for p, _ in placed]
+    offsets = {sum(i * s for i, (_, s) in zip(index, placed)) for index in product(*(range(p) for p in counts))}
+    if len(offsets) != prod(counts):
+        return "tile strides put two shards on one tile"
+    return None
+
+
+@lru_cache(maxsize=65536)
+def _placement_problem_of_text(layout: str, chip_tiles: int) -> str | None:
+    """`placement_problem` keyed by the layout's text: a string keeps its hash, a Layout rehashes its whole tree."""
+    return placement_problem(parse_layout(layout), chip_tiles)
+
+
+def _value_mismatches(value: Value, expected, chip_tiles: int) -> list[Mismatch]:
+    where = f"value {value.id} ({value.name})"
+    found = [
+        Mismatch(where, field, getattr(value, field), getattr(expected, field))
+        for field in ("shard_bytes", "aligned_bytes", "bytes")
+        if getattr(value, field) != getattr(expected, field)
+    ]
+    problem = _placement_problem_of_text(value.layout, chip_tiles)
+    if problem:
+        found.append(Mismatch(where, "layout", rule=problem))
+    return found
+
+
+def _scratch_mismatches(plan: Plan, result: Estimate, flow: Dataflow) -> list[Mismatch]:
+    """Scratch rules of PLAN_FORMAT.md where the step's result is known."""
+    found = []
+    for step, step_flow in zip(plan.steps, flow.steps):
+        operation = step.parsed_operation
+        if len(step_flow.writes) != 1:
+            continue
+        result_shard = result.values[step_flow.writes[0]].shard_bytes
+        allowed: tuple[int, ...] | None = None
+        if operation.sum_axis == 0 and len(step_flow.reads) == 1:
+            allowed = ((plan.values[step_flow.reads[0]].shape[0] + 1) * result_shard,)
+        elif operation.conversion == "StageLogicalThenTransform":
+            allowed = (result_shard,)
+        elif operation.has_view:
+            allowed = (result_shard, 0)
+        if allowed is not None and step.scratch.standard not in allowed:
+            expected = allowed[0] if len(allowed) == 1 else f"{' or '.join(map(str, allowed))}"
+            found.append(Mismatch(f"step {step.index}", "scratch.standard", step.scratch.standard, expected))
+    return found
+
+
+def _top_level_mismatches(plan: Plan, result: Estimate) -> list[Mismatch]:
+    found = [
+        Mismatch("plan", f"peak.{field}", getattr(plan.peak, field), getattr(result.peak, field))
+        for field in ("standard", "interleaved", "total", "maximum_standard_allocation")
+        if getattr(plan.peak, field) != getattr(result.peak, field)
+    ]
+    for field in (
+        "total_peak_step",
+        "standard_peak_step",
+        "interleaved_peak_step",
+        "effective_peak_bytes",
+        "standard_contiguous_overflow_bytes",
+        "fits_budget",
+    ):
+        if getattr(plan, field) != getattr(result, field):
+            found.append(Mismatch("plan", field, getattr(plan, field), getattr(result, field)))
+    return found
+
+
+def _family_mismatches(facts: PlanFacts) -> list[Mismatch]:
+    """Gemm families whose layouts, operation string or Sum scratch disagree with one split."""
+    plan = facts.plan
+    plain = [(family.gemm_step, problem) for family in facts.families for problem in family_problems(plan, family)]
+    heads = [(family.gemm_step, problem) for family in facts.attention for problem in attention_problems(plan, family)]
+    return [Mismatch(f"step {step}", "Gemm family", rule=problem) for step, problem in plain + heads]
+
+
+def check(plan: Plan, facts: PlanFacts | None = None) -> list[Mismatch]:
+    """Every place where the plan disagrees with its own estimate or breaks a layout rule.
+
+    `facts` are the plan's facts under its own budgets, when the caller has inferred them already.
+    """
+    facts = facts or plan_facts(plan)
+    result = facts.estimate
+    found: list[Mismatch] = []
+    for value, expected in zip(plan.values, result.values):
+        found += _value_mismatches(value, expected, plan.tile_count)
+    for step in plan.steps:
+        for cls, computed in (("standard", result.standard), ("interleaved", result.interleaved)):
+            stored = getattr(step.usage, cls)
+            if stored != computed[step.index]:
+                found.append(Mismatch(f"step {step.index}", f"usage.{cls}", stored, computed[step.index]))
+    found += _scratch_mismatches(plan, result, facts.flow)
+    found += _family_mismatches(facts)
+    found += _top_level_mismatches(plan, result)
+    return found

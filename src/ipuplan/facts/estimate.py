@@ -1,0 +1,166 @@
+"""The memory estimate (PLAN_FORMAT.md, "The estimate"), as one pure function of a plan.
+
+The checker compares a plan's stored numbers with `estimate(plan)`; the optimiser's
+rewrite writes `estimate(plan)` into every derived field. Neither trusts the other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+import numpy as np
+
+from ipuplan.facts.liveness import Liveness, live_entries, liveness
+from ipuplan.plan.budgets import Budgets
+from ipuplan.plan.format import Peak, Plan, Value
+from ipuplan.plan.layout import INTERLEAVED, STANDARD, Layout, ceil_div
+
+GRANULE = {STANDARD: 16 * 1024, INTERLEAVED: 32 * 1024}
+AMP_ALIGNED_ORDERS = frozenset({"Amp(Left)", "Amp(TransposedLeft)"})
+
+
+@dataclass(frozen=True)
+class ValueBytes:
+    shard_bytes: int
+    aligned_bytes: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class Estimate:
+    values: tuple[ValueBytes, ...]
+    standard: tuple[int, ...]
+    """`std_s`: live Standard bytes plus standard scratch, per step."""
+    interleaved: tuple[int, ...]
+    peak: Peak
+    total_peak_step: int
+    standard_peak_step: int
+    interleaved_peak_step: int
+    effective_peak_bytes: int
+    standard_contiguous_overflow_bytes: int
+    fits_budget: bool
+    amp_aligned: frozenset[int] = frozenset()
+    """Values whose bytes are rounded up to the class granule."""
+
+    @property
+    def raw_peak(self) -> int:
+        """max over steps of std_s + il_s: what the optimiser minimises."""
+        return self.peak.total - self.peak.exchange_rows
+
+
+def shard_bytes(shape: list[int] | tuple[int, ...], element_size: int, layout: Layout) -> int:
+    """Bytes of the largest shard: every tiled axis rounded up to whole blocks per partition."""
+    extents = list(shape)
+    for axis in layout.axes:
+        dimension = axis.axis.dimension(len(shape))
+        if dimension is None:
+            return axis.extent(prod(shape)) * element_size
+        extents[dimension] = axis.extent(shape[dimension])
+    return prod(extents) * element_size
+
+
+def aligned_bytes(shard: int, memory_class: str, amp_aligned: bool) -> int:
+    if not amp_aligned:
+        return shard
+    granule = GRANULE[memory_class]
+    return ceil_div(shard, granule) * granule
+
+
+def amp_aligned_values(plan: Plan, live: Liveness) -> frozenset[int]:
+    """Results of Gemm steps, and Gemm operands whose order is Amp(Left|TransposedLeft)."""
+    aligned: set[int] = set()
+    for step in plan.steps:
+        if step.parsed_operation.kind != "Gemm":
+            continue
+        aligned.update(live.born_at[step.index])
+        aligned.update(
+            v for v in live.dies_at[step.index] if plan.values[v].parsed_layout.order_kind in AMP_ALIGNED_ORDERS
+        )
+    return frozenset(aligned)
+
+
+def value_bytes(value: Value, amp_aligned: bool, layout: Layout | None = None) -> ValueBytes:
+    """A value's bytes under its own layout, or under `layout` when given (a candidate)."""
+    layout = layout or value.parsed_layout
+    shard = shard_bytes(value.shape, value.element_size, layout)
+    aligned = aligned_bytes(shard, layout.memory_class, amp_aligned)
+    return ValueBytes(shard, aligned, aligned * value.copies)
+
+
+def _own_bytes(plan: Plan, aligned: frozenset[int]) -> tuple[ValueBytes, ...]:
+    """`value_bytes` of every value under its own layout.
+
+    A large plan repeats a few hundred distinct tensors thousands of times, so values alike in
+    layout, shape, precision, copies and alignment share one (immutable) result.
+    """
+    known: dict[tuple, ValueBytes] = {}
+    found = []
+    for value in plan.values:
+        key = (value.layout, tuple(value.shape), value.precision, value.copies, value.id in aligned)
+        sizes = known.get(key)
+        if sizes is None:
+            sizes = known[key] = value_bytes(value, key[-1])
+        found.append(sizes)
+    return tuple(found)
+
+
+def _per_step_sums(lengths: np.ndarray, value_of: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Sum of `weights` over each step's live values (`lengths` entries of `value_of` per step, in step order).
+
+    Differences of one running total: exact wherever a step's own sum fits in int64, as
+    int64 arithmetic wraps consistently.
+    """
+    ends = np.cumsum(lengths)
+    running = np.concatenate(([0], np.cumsum(weights[value_of])))
+    return running[ends] - running[ends - lengths]
+
+
+def _first_max(series: np.ndarray) -> tuple[int, int]:
+    if series.size == 0:
+        return 0, 0
+    step = int(np.argmax(series))
+    return int(series[step]), step
+
+
+def estimate(plan: Plan, budgets: Budgets | None = None, live: Liveness | None = None) -> Estimate:
+    """Every derived number of a plan, from its layouts, live sets and scratch.
+
+    `live` is the plan's liveness, when the caller has it already.
+    """
+    budgets = budgets or Budgets.of(plan)
+    aligned = amp_aligned_values(plan, live or liveness(plan))
+    values = _own_bytes(plan, aligned)
+    sizes = np.array([v.bytes for v in values], dtype=np.int64)
+    is_standard = np.array([v.memory_class == STANDARD for v in plan.values], dtype=bool)
+    scratch = np.array([(s.scratch.standard, s.scratch.interleaved) for s in plan.steps], dtype=np.int64).reshape(-1, 2)
+    lengths, value_of = live_entries(plan)
+    standard = _per_step_sums(lengths, value_of, np.where(is_standard, sizes, 0)) + scratch[:, 0]
+    interleaved = _per_step_sums(lengths, value_of, np.where(is_standard, 0, sizes)) + scratch[:, 1]
+    max_standard, standard_step = _first_max(standard)
+    max_interleaved, interleaved_step = _first_max(interleaved)
+    max_total, total_step = _first_max(standard + interleaved)
+    exchange = plan.peak.exchange_rows
+    standard_sizes = [v.bytes for v, std in zip(values, is_standard) if std]
+    peak = Peak(
+        standard=max_standard + exchange,
+        interleaved=max_interleaved,
+        total=max_total + exchange,
+        exchange_rows=exchange,
+        maximum_standard_allocation=max(standard_sizes, default=0),
+    )
+    overflow = max(0, max_standard - budgets.standard_limit)
+    effective = max_total + budgets.support_reserve_bytes
+    return Estimate(
+        values=values,
+        standard=tuple(int(x) for x in standard),
+        interleaved=tuple(int(x) for x in interleaved),
+        peak=peak,
+        total_peak_step=total_step,
+        standard_peak_step=standard_step,
+        interleaved_peak_step=interleaved_step,
+        effective_peak_bytes=effective,
+        standard_contiguous_overflow_bytes=overflow,
+        amp_aligned=aligned,
+        fits_budget=all(limit.usage(standard, interleaved).max(initial=0) <= limit.bytes for limit in budgets.limits),
+    )

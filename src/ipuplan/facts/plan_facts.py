@@ -1,0 +1,58 @@
+"""The facts of one plan, computed once and passed down: liveness, dataflow, estimate, Gemm families.
+
+Everything after this point in the pipeline (check, candidates, costs, rewrite, report) reads
+a `PlanFacts` instead of recomputing: one `optimize` call infers each fact once per plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ipuplan.facts.attention_families import AttentionFamily, recognise_attention
+from ipuplan.facts.dataflow import Dataflow, dataflow
+from ipuplan.facts.estimate import Estimate, estimate
+from ipuplan.facts.gemm_families import KernelFamily, recognise_families
+from ipuplan.facts.liveness import Liveness, liveness
+from ipuplan.plan.budgets import Budgets
+from ipuplan.plan.format import Plan, gc_paused
+
+
+@dataclass(frozen=True)
+class PlanFacts:
+    plan: Plan
+    budgets: Budgets
+    live: Liveness
+    flow: Dataflow
+    estimate: Estimate
+    """Under `budgets` (the plan's own unless overridden)."""
+    families: tuple[KernelFamily, ...]
+    rejected_families: tuple[tuple[int, str], ...]
+    """(Gemm step, reason) for every Gemm that is not a family."""
+    attention: tuple[AttentionFamily, ...]
+    """The attention products among the Gemms that are not families."""
+
+    @property
+    def amp_aligned(self) -> frozenset[int]:
+        return self.estimate.amp_aligned
+
+
+def plan_facts(plan: Plan, budgets: Budgets | None = None) -> PlanFacts:
+    """Infer every fact of `plan` once."""
+    with gc_paused():
+        return _facts(plan, budgets or Budgets.of(plan))
+
+
+def _facts(plan: Plan, budgets: Budgets) -> PlanFacts:
+    live = liveness(plan)
+    flow = dataflow(plan, live)
+    families, rejected = recognise_families(plan, flow)
+    return PlanFacts(
+        plan=plan,
+        budgets=budgets,
+        live=live,
+        flow=flow,
+        estimate=estimate(plan, budgets, live),
+        families=tuple(families),
+        rejected_families=tuple(rejected),
+        attention=tuple(recognise_attention(plan, flow, tuple(rejected))),
+    )

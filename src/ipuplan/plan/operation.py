@@ -1,0 +1,121 @@
+"""Typed view of step operation strings.
+
+Every operation string parses into an `Operation`: its `kind` (the first name), the
+syntax terms, and typed accessors for the kinds ipuplan reasons about. Unknown kinds
+are kept verbatim; `is_known` is False for them, and the optimiser freezes what they touch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ipuplan.plan.debug_syntax import Atom, Call, ListTerm, Struct, Term, as_int, format_terms, int_atom, parse_terms
+
+KNOWN_KINDS = frozenset(
+    {
+        "Gemm",
+        "Copy",
+        "Sum",
+        "Convert",
+        "Repeat",
+        "Add",
+        "Gelu",
+        "LayerNorm",
+        "LayerNormMoments",
+        "LayerNormApply",
+        "AttentionSoftmax",
+        "AttentionMerge",
+    }
+)
+MOVER_CONVERSIONS = frozenset({"DirectRetile", "StageLogicalThenTransform"})
+IN_PLACE_KINDS = frozenset({"Add", "Gelu", "Repeat"})
+
+
+@dataclass(frozen=True)
+class Operation:
+    terms: tuple[Term, ...]
+
+    @property
+    def kind(self) -> str:
+        head = self.terms[0]
+        return head.name if isinstance(head, (Struct, Call)) else head.text
+
+    @property
+    def text(self) -> str:
+        return format_terms(self.terms)
+
+    @property
+    def is_known(self) -> bool:
+        return self.kind in KNOWN_KINDS
+
+    @property
+    def conversion(self) -> str | None:
+        """`LocalKernel`, `DirectRetile`, ... for `Convert X`, else None."""
+        if self.kind == "Convert" and len(self.terms) == 2 and isinstance(self.terms[1], Atom):
+            return self.terms[1].text
+        return None
+
+    @property
+    def struct(self) -> Struct | None:
+        head = self.terms[0]
+        return head if isinstance(head, Struct) and len(self.terms) == 1 else None
+
+    @property
+    def copy_view(self) -> Term | None:
+        """The `view` of a Copy's mapping (Atom('None') when there is none)."""
+        struct = self.struct
+        if self.kind != "Copy" or struct is None:
+            return None
+        mapping = struct.get("mapping")
+        return mapping.get("view") if isinstance(mapping, Struct) else None
+
+    @property
+    def copy_offsets(self) -> tuple[int, ...]:
+        struct = self.struct
+        if self.kind != "Copy" or struct is None:
+            return ()
+        mapping = struct.get("mapping")
+        offsets = mapping.get("offsets") if isinstance(mapping, Struct) else None
+        return tuple(as_int(t, "offset") for t in offsets.items) if isinstance(offsets, ListTerm) else ()
+
+    @property
+    def has_view(self) -> bool:
+        view = self.copy_view
+        return view is not None and not (isinstance(view, Atom) and view.text == "None")
+
+    @property
+    def is_mover(self) -> bool:
+        """Steps that only move data: any layout of their operands is legal."""
+        return self.kind == "Copy" or self.conversion in MOVER_CONVERSIONS
+
+    @property
+    def is_in_place(self) -> bool:
+        return self.kind in IN_PLACE_KINDS
+
+    @property
+    def sum_axis(self) -> int | None:
+        struct = self.struct
+        if self.kind != "Sum" or struct is None:
+            return None
+        return as_int(struct.get("axis"), "Sum axis")
+
+    def gemm_field(self, key: str) -> int:
+        struct = self.struct
+        if self.kind != "Gemm" or struct is None:
+            raise KeyError(key)
+        return as_int(struct.get(key), key)
+
+    def with_gemm_fields(self, **fields: int) -> Operation:
+        struct = self.struct
+        if self.kind != "Gemm" or struct is None:
+            raise KeyError("not a Gemm")
+        for key, value in fields.items():
+            struct = struct.replace(key, int_atom(value))
+        return Operation((struct,))
+
+
+@lru_cache(maxsize=4096)
+def parse_operation(text: str) -> Operation:
+    """Parse an operation string; raises SyntaxProblem when it is not well-formed Debug text."""
+    return Operation(parse_terms(text))

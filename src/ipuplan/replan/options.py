@@ -1,0 +1,98 @@
+"""`OptimizeOptions`: the one list of settings shared by `optimize`, `explore`, both CLI commands
+and the exploration fingerprint. The CLI builds its options from these fields (name, type,
+bounds, help), so an option is spelled once, here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ipuplan.errors import IpuplanError
+from ipuplan.model.problem import Objective
+from ipuplan.plan.budgets import Budgets
+from ipuplan.plan.format import Plan
+from ipuplan.solvers import Backend, SolverSettings
+from ipuplan.space.scopes import Scope
+
+MAX_BYTES = 2**40
+
+
+class BadOption(IpuplanError, ValueError):
+    """An option value outside what ipuplan accepts (exit 2)."""
+
+
+def default_workers() -> int:
+    return max(1, min(8, os.cpu_count() or 1))
+
+
+class OptimizeOptions(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=False)
+
+    scope: Annotated[Scope, Field(
+        description="Freedom level: storage, kernels (storage + Gemm families) or full (kernels, memory classes, "
+                    "any layout of a storage value).")] = (
+        Scope.FULL
+    )
+    solver: Annotated[Backend, Field(description="Solver backend (highs needs ipuplan[highs]).")] = Backend.CPSAT
+    time_limit: Annotated[
+        float, Field(ge=0.1, le=86400.0, description="Seconds for the solver (deterministic units with --workers 1).")
+    ] = 10.0
+    workers: Annotated[
+        int | None, Field(ge=1, le=256, description="Solver workers; 1 = deterministic, same bytes every run.")
+    ] = None
+    seed: Annotated[int, Field(ge=0, le=2**31 - 1, description="Solver random seed.")] = 0
+    budget: Annotated[int | None, Field(ge=0, le=MAX_BYTES, description="Override budget_bytes (per tile).")] = None
+    interleaved_budget: Annotated[
+        int | None, Field(ge=0, le=MAX_BYTES, description="Override interleaved_budget_bytes.")
+    ] = None
+    support_reserve: Annotated[
+        int | None, Field(ge=0, le=MAX_BYTES, description="Override support_reserve_bytes.")
+    ] = None
+    objective: Annotated[Objective, Field(
+        description="peak: the smallest peak; fit: meet the budgets with the least exchange bytes.")] = Objective.PEAK
+    best_effort: Annotated[bool, Field(
+        description="When the budgets cannot be met, still write the plan with the least excess (exit 3).")] = False
+    keep_classes: Annotated[bool, Field(
+        description="Keep every value's memory class (scope full: leave out the classes level).")] = False
+    freeze: Annotated[tuple[str, ...], Field(
+        description="Keep the layout of the values whose name matches this glob (repeatable).",
+        json_schema_extra={"metavar": "NAME_GLOB"})] = ()
+    pin_file: Annotated[Path | None, Field(
+        description='JSON pins: {"name glob": "layout" | "class", ...}; pinned values keep their layout.')] = None
+
+    @property
+    def deterministic(self) -> bool:
+        """One worker and a deterministic time limit: the same output bytes on every run."""
+        return self.workers == 1
+
+    def with_values(self, **values) -> OptimizeOptions:
+        """These options with some fields replaced, validated again."""
+        try:
+            return OptimizeOptions(**{**dict(self), **values})
+        except ValidationError as error:
+            problem = error.errors()[0]
+            name = ".".join(str(part) for part in problem["loc"])
+            raise BadOption(f"option {name}: {problem['msg']}") from None
+
+    def budgets_for(self, plan: Plan) -> Budgets:
+        return Budgets.of(plan).overridden(self.budget, self.interleaved_budget, self.support_reserve)
+
+    def solver_settings(self, dump_model: str | None = None) -> SolverSettings:
+        return SolverSettings(self.time_limit, self.workers or default_workers(), self.seed, self.deterministic, dump_model,
+                              self.objective)
+
+    def fingerprint(self) -> dict:
+        """Every setting that can change the output bytes (the worker count switches determinism), and the
+        pin file's bytes (by sha256: an edited pin file is another setting)."""
+        settings = self.model_dump(mode="json")
+        if self.pin_file is not None:
+            try:
+                settings["pin_file_sha256"] = hashlib.sha256(self.pin_file.read_bytes()).hexdigest()
+            except OSError:
+                settings["pin_file_sha256"] = None
+        return settings

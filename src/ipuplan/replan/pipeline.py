@@ -1,0 +1,231 @@
+"""`optimize`: the callable optimiser a compiler pipeline uses (the CLI calls the same function).
+
+The pipeline, each fact computed once: facts (liveness, dataflow, estimate, families) -> pins ->
+candidate space -> problem (indices and integers) -> solver backend -> rewrite (re-checked).
+When no layout meets the budgets: the explanation (a minimal conflict, `explain`), raised, or with
+`best_effort` the plan of least excess over the budgets, written with `fits_budget: false`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from ipuplan.errors import PlanError
+from ipuplan.facts.check import check
+from ipuplan.facts.estimate import Estimate
+from ipuplan.facts.plan_facts import PlanFacts, plan_facts
+from ipuplan.model.problem import Objective, Problem, problem_of, solution_fingerprint
+from ipuplan.plan.budgets import Budgets, excess
+from ipuplan.plan.format import Plan
+from ipuplan.replan.explain import BudgetConflict, Explanation, explain
+from ipuplan.replan.options import OptimizeOptions
+from ipuplan.replan.pins import Pins, resolve_pins
+from ipuplan.replan.rewrite import rewrite, with_budgets, with_derived_fields
+from ipuplan.solvers import Progress, SolveResult, SolveStatus, solve, solve_soft
+from ipuplan.space.scopes import candidate_space
+from ipuplan.space.types import CandidateSpace, FrozenGroup
+
+
+@dataclass(frozen=True)
+class Change:
+    value_id: int
+    name: str
+    old_layout: str
+    new_layout: str
+    old_class: str
+    new_class: str
+    old_bytes: int
+    new_bytes: int
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    """One budget a step of the written plan exceeds."""
+
+    step: int
+    budget: str
+    bytes: int
+    """The step's bytes as that budget counts them."""
+    limit: int
+
+    @property
+    def over(self) -> int:
+        return self.bytes - self.limit
+
+
+def shortfall(result: Estimate, budgets: Budgets) -> tuple[Shortfall, ...]:
+    """Every (step, budget) the estimate exceeds, in step order."""
+    found = []
+    for step, (standard, interleaved) in enumerate(zip(result.standard, result.interleaved)):
+        for limit in budgets.limits:
+            if excess(limit, standard, interleaved):
+                found.append(Shortfall(step, limit.name, limit.usage(standard, interleaved), limit.bytes))
+    return tuple(found)
+
+
+@dataclass(frozen=True)
+class OptimizeResult:
+    plan: Plan
+    """The rewritten plan (the input, with recomputed fields, when nothing better was found)."""
+    before: Estimate
+    after: Estimate
+    budgets: Budgets
+    solve: SolveResult
+    changes: tuple[Change, ...]
+    frozen: tuple[FrozenGroup, ...]
+    free_groups: int
+    candidates: int
+    exchange_bytes_added: int
+    note: str
+    options: OptimizeOptions
+    explanation: Explanation | None = None
+    """Why the budgets cannot be met (with `best_effort`, when they could not)."""
+    shortfall: tuple[Shortfall, ...] = ()
+    """Where the returned plan exceeds its budgets (best effort, or an input returned unchanged)."""
+    pins: Pins = field(default_factory=Pins)
+    exchange_before: int = 0
+    """Bytes the movers send at the input's layouts (the `fit` objective's figure)."""
+    exchange_after: int = 0
+    model_fingerprint: str = ""
+    """sha256 of the integers the solver saw: equal fingerprints, equal models."""
+    solution_fingerprint: str = ""
+    """sha256 of the chosen candidates: equal fingerprints, equal layouts."""
+
+    @property
+    def status(self) -> SolveStatus:
+        return self.solve.status
+
+    @property
+    def bound(self) -> int:
+        return self.solve.bound
+
+    @property
+    def best_effort(self) -> bool:
+        """The budgets could not be met and this is the plan of least excess (`options.best_effort`)."""
+        return self.explanation is not None
+
+
+def _changes(before: Plan, after: Plan, old: Estimate, new: Estimate) -> tuple[Change, ...]:
+    return tuple(
+        Change(a.id, a.name, a.layout, b.layout, a.memory_class, b.memory_class, old.values[a.id].bytes, new.values[a.id].bytes)
+        for a, b in zip(before.values, after.values)
+        if a.layout != b.layout
+    )
+
+
+STRUCTURAL_FIELDS = frozenset({"layout", "Gemm family", "scratch.standard"})
+"""Mismatches a rewrite cannot repair; stale derived numbers (bytes, usage, peaks) it recomputes."""
+
+
+def require_structurally_consistent(facts: PlanFacts) -> None:
+    """Refuse a plan whose layouts, families or scratch break the format's rules (PlanError, exit 2)."""
+    problems = [m for m in check(facts.plan, facts) if m.field in STRUCTURAL_FIELDS]
+    if problems:
+        more = f" (and {len(problems) - 1} more; run `ipuplan check`)" if len(problems) > 1 else ""
+        raise PlanError(f"the input plan is inconsistent: {problems[0]}{more}")
+
+
+def no_better_than_input(problem: Problem, solved: SolveResult, facts: PlanFacts) -> bool:
+    """The input is at least as good by the solve's objective; with soft budgets (a non-empty `excess`) its
+    total excess comes first, and otherwise only an input that fits can be as good."""
+    objective = _objective_terms(problem, solved.objective)
+    if solved.excess:
+        def terms(choice):
+            return sum(problem.usage(choice).worst_excess(problem.limits)), *objective(choice)
+
+        return terms(problem.input_choice) <= terms(solved.choice)
+    return facts.estimate.fits_budget and objective(problem.input_choice) <= objective(solved.choice)
+
+
+def _objective_terms(problem: Problem, goal: Objective):
+    """The figures an objective compares, first to last, of a choice."""
+    if goal == Objective.FIT:
+        return lambda choice: (problem.exchange_of(choice), problem.changed_of(choice))
+    return lambda choice: (problem.usage(choice).peak,)
+
+
+def _result_facts(facts: PlanFacts, space: CandidateSpace, problem: Problem, solved: SolveResult) -> tuple[PlanFacts, str]:
+    """The facts of the plan to return, and a note when it is the input unchanged."""
+    if solved.status == SolveStatus.NO_SOLUTION and solved.peak is None:
+        note = "no solution within the time limit: the input is returned unchanged"
+    elif solved.constructed and solved.status == SolveStatus.FEASIBLE:
+        # The solver found nothing in time; the constructive plan ranked better than the input (cpsat.start).
+        fits = not problem.usage(solved.choice).violation(problem.limits)
+        return rewrite(facts, space, solved.choice, facts.budgets), (
+            "no solver solution within the time limit: the constructive plan is returned"
+            + ("" if fits else "; it does not fit the budgets"))
+    elif no_better_than_input(problem, solved, facts):
+        note = "nothing better than the input in this scope: the input is returned unchanged"
+    else:
+        return rewrite(facts, space, solved.choice, facts.budgets), ""
+    unchanged = with_derived_fields(with_budgets(facts.plan, facts.budgets), facts.estimate)
+    return replace(facts, plan=unchanged), note
+
+
+def optimize(
+    plan: Plan,
+    options: OptimizeOptions | None = None,
+    *,
+    progress: Progress | None = None,
+    on_phase: Callable[[str, str], None] | None = None,
+    dump_model: str | None = None,
+    **option_values,
+) -> OptimizeResult:
+    """Re-plan the free layouts of `plan`: the smallest peak, or with `objective="fit"` the least exchange
+    that meets the budgets.
+
+    `options` (or keyword values of its fields) choose scope, objective, solver, limits, budgets and pins;
+    `progress` hears every improving solution, `on_phase` each stage as it starts (name, detail).
+    Budgets default to the plan's own; overridden budgets are written into the result.
+    The result is never worse than the input: when the solver finds nothing better, the
+    input comes back unchanged (its derived fields recomputed) and `note` says so.
+    When no layout meets the budgets, raises `BudgetConflict` (an InfeasibleBudget) with the
+    explanation; with `best_effort`, returns the plan of least excess instead, explanation attached.
+
+    >>> from ipuplan import load_plan
+    >>> result = optimize(load_plan("models/vit-so400m-finalist-5.json"), workers=1)
+    >>> result.before.raw_peak, result.after.raw_peak, result.status.value
+    (367216, 159076, 'optimal')
+    """
+    options = (options or OptimizeOptions()).with_values(**option_values)
+    phase = on_phase or (lambda name, detail: None)
+    phase("analyse", f"{len(plan.values):,} values, {len(plan.steps):,} steps")
+    facts = plan_facts(plan, options.budgets_for(plan))
+    require_structurally_consistent(facts)
+    pins = resolve_pins(plan, options.freeze, options.pin_file)
+    phase("candidates", f"scope {options.scope.value}" + (f", {len(pins.frozen)} values pinned" if pins else ""))
+    space = candidate_space(facts, options.scope, pins.frozen, keep_classes=options.keep_classes)
+    problem = problem_of(facts, space)
+    phase("solve", f"{options.solver.value}: {problem.groups:,} free groups, {sum(problem.candidate_counts):,} "
+                   f"candidates, {len(problem.rows):,} of {problem.steps_total:,} steps, {options.time_limit:g} s limit")
+    settings = options.solver_settings(dump_model)
+    solved = solve(problem, settings, options.solver, progress)
+    explanation = None
+    # Timed out with nothing that fits (neither a solution nor the constructive plan, nor the input).
+    unmet = solved.status == SolveStatus.NO_SOLUTION or bool(problem.usage(solved.choice).violation(problem.limits))
+    unmet = unmet and not facts.estimate.fits_budget and solved.status != SolveStatus.INFEASIBLE
+    if solved.status == SolveStatus.INFEASIBLE or (options.best_effort and unmet):
+        phase("explain", "no layout meets the budgets: a minimal conflict")
+        explanation = explain(facts, space, problem, options, pins.frozen, solved.status == SolveStatus.INFEASIBLE)
+        if not options.best_effort:
+            raise BudgetConflict(explanation)
+        phase("best effort", "the least excess over the budgets")
+        solved = solve_soft(problem, settings, progress)
+    return _result(facts, space, problem, solved, options, explanation=explanation, pins=pins)
+
+
+def _result(facts: PlanFacts, space: CandidateSpace, problem: Problem, solved: SolveResult, options: OptimizeOptions,
+            *, explanation: Explanation | None, pins: Pins) -> OptimizeResult:
+    """The rewritten plan (or the input, when it is at least as good) with every figure of the run."""
+    after, note = _result_facts(facts, space, problem, solved)
+    changes = _changes(facts.plan, after.plan, facts.estimate, after.estimate)
+    choice = solved.choice if changes else problem.input_choice
+    before_exchange, after_exchange = problem.exchange_of(problem.input_choice), problem.exchange_of(choice)
+    return OptimizeResult(
+        after.plan, facts.estimate, after.estimate, facts.budgets, solved, changes, space.frozen, len(space.free),
+        space.candidate_count, after_exchange - before_exchange, note, options, explanation=explanation,
+        shortfall=shortfall(after.estimate, facts.budgets), pins=pins, exchange_before=before_exchange,
+        exchange_after=after_exchange, model_fingerprint=problem.fingerprint(),
+        solution_fingerprint=solution_fingerprint(choice),
+    )

@@ -1,0 +1,142 @@
+"""Rewrite: apply chosen layouts, recompute every derived field, and prove the result legal.
+
+A plan is only returned from here after `check` finds nothing and the contract of
+REPLAN.md ("What the output must satisfy") holds against the input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TypeVar
+
+from ipuplan.errors import IpuplanError
+from ipuplan.facts.check import check
+from ipuplan.facts.estimate import Estimate, ValueBytes, estimate
+from ipuplan.facts.liveness import Liveness, liveness
+from ipuplan.facts.plan_facts import PlanFacts, plan_facts
+from ipuplan.plan.budgets import Budgets
+from ipuplan.plan.format import ClassBytes, Plan, Step, Value, gc_paused
+from ipuplan.plan.layout import format_layout
+from ipuplan.space.types import CandidateSpace
+
+KEPT_VALUE_FIELDS = ("id", "origin", "root", "name", "group", "storage_group", "precision", "copies")
+KEPT_STEP_FIELDS = ("index", "source", "execution_count", "live")
+
+Model = TypeVar("Model", Value, Step)
+
+
+class IllegalRewrite(IpuplanError):
+    """The optimiser produced a plan that fails its own checks: a bug, never written out."""
+
+    exit_code = 70
+
+
+def with_budgets(plan: Plan, budgets: Budgets) -> Plan:
+    return plan.model_copy(
+        update={
+            "budget_bytes": budgets.budget_bytes,
+            "interleaved_budget_bytes": budgets.interleaved_budget_bytes,
+            "support_reserve_bytes": budgets.support_reserve_bytes,
+        }
+    )
+
+
+def with_derived_fields(plan: Plan, result: Estimate | None = None) -> Plan:
+    """The plan with every number the estimate defines recomputed (`result`: its estimate, if known)."""
+    result = result or estimate(plan)
+    values = [_with_bytes(value, b) for value, b in zip(plan.values, result.values)]
+    steps = [
+        _updated(step, {"usage": ClassBytes(standard=std, interleaved=il)})
+        for step, std, il in zip(plan.steps, result.standard, result.interleaved)
+    ]
+    return plan.model_copy(
+        update={
+            "timeline": plan.timeline.model_copy(update={"values": values, "steps": steps}),
+            "peak": result.peak,
+            "total_peak_step": result.total_peak_step,
+            "standard_peak_step": result.standard_peak_step,
+            "interleaved_peak_step": result.interleaved_peak_step,
+            "effective_peak_bytes": result.effective_peak_bytes,
+            "standard_contiguous_overflow_bytes": result.standard_contiguous_overflow_bytes,
+            "fits_budget": result.fits_budget,
+        }
+    )
+
+
+def _with_bytes(value: Value, sizes: ValueBytes) -> Value:
+    update = {"shard_bytes": sizes.shard_bytes, "aligned_bytes": sizes.aligned_bytes, "bytes": sizes.bytes}
+    return _updated(value, update)
+
+
+def _updated(model: Model, update: dict[str, object]) -> Model:
+    """`model` with `update` applied; `model` itself when that changes nothing.
+
+    Most values and steps of a large plan keep their numbers and layouts: sharing them
+    spares a copy of each (the dumped plan is the same either way).
+    """
+    if all(getattr(model, key) == new for key, new in update.items()):
+        return model
+    return model.model_copy(update=update)
+
+
+def apply_choice(plan: Plan, space: CandidateSpace, choice: tuple[int, ...]) -> Plan:
+    """New layouts, classes, shapes, operation strings and scratch for the chosen candidates."""
+    values = list(plan.values)
+    steps = list(plan.steps)
+    for group, chosen in zip(space.free, choice):
+        candidate = group.candidates[chosen]
+        for position, member in enumerate(group.members):
+            layout = candidate.layouts[position]
+            update = {"layout": format_layout(layout), "memory_class": layout.memory_class}
+            if candidate.shapes:
+                update["shape"] = list(candidate.shapes[position])
+            values[member] = _updated(values[member], update)
+        for step, standard, interleaved in candidate.scratch:
+            steps[step] = _updated(steps[step], {"scratch": ClassBytes(standard=standard, interleaved=interleaved)})
+        for step, text in candidate.operations:
+            steps[step] = _updated(steps[step], {"operation": text})
+    return plan.model_copy(update={"timeline": plan.timeline.model_copy(update={"values": values, "steps": steps})})
+
+
+def contract_violations(before: Plan, after: Plan, live: Liveness | None = None) -> list[str]:
+    """Where `after` breaks the output contract relative to `before` (REPLAN.md).
+
+    Kept: top-level keys, every value's identity, precision and shape (a Gemm's partials
+    may change their leading pK), every step's index, source, execution count, live set and
+    operation kind (a Gemm's numbers may change; `check` proves them consistent).
+    """
+    found = []
+    if list(before.model_extra or {}) != list(after.model_extra or {}):
+        found.append("top-level keys differ")
+    if len(before.values) != len(after.values) or len(before.steps) != len(after.steps):
+        return [*found, "number of values or steps differs"]
+    born_at = (live or liveness(before)).born_at
+    gemm_results = {v for step in before.steps if step.parsed_operation.kind == "Gemm" for v in born_at[step.index]}
+    # a value or step the rewrite left alone is the very same object: nothing of it can have changed
+    for old, new in ((a, b) for a, b in zip(before.values, after.values) if a is not b):
+        found += [f"value {old.id}: {f} changed" for f in KEPT_VALUE_FIELDS if getattr(old, f) != getattr(new, f)]
+        if old.shape != new.shape and not (old.id in gemm_results and old.shape[1:] == new.shape[1:]):
+            found.append(f"value {old.id}: shape changed (only a Gemm's partials may change their pK)")
+    for old, new in ((a, b) for a, b in zip(before.steps, after.steps) if a is not b):
+        found += [f"step {old.index}: {f} changed" for f in KEPT_STEP_FIELDS if getattr(old, f) != getattr(new, f)]
+        if old.parsed_operation.kind != new.parsed_operation.kind:
+            found.append(f"step {old.index}: operation kind changed")
+    return found
+
+
+def rewrite(facts: PlanFacts, space: CandidateSpace, choice: tuple[int, ...], budgets: Budgets) -> PlanFacts:
+    """The rewritten plan's facts, the plan re-checked by its own estimate; raises IllegalRewrite
+    rather than return a plan that fails.
+
+    The facts are inferred once, from the plan before its derived fields are written: the
+    estimate, liveness and dataflow read layouts, shapes and live sets, never derived numbers.
+    """
+    with gc_paused():
+        applied = apply_choice(with_budgets(facts.plan, budgets), space, choice)
+        inferred = plan_facts(applied)
+        rewritten = replace(inferred, plan=with_derived_fields(applied, inferred.estimate))
+        problems = [str(m) for m in check(rewritten.plan, rewritten)]
+        problems += contract_violations(facts.plan, rewritten.plan, facts.live)
+    if problems:
+        raise IllegalRewrite(f"rewritten plan fails its checks ({len(problems)}): {problems[0]}")
+    return rewritten

@@ -1,0 +1,1 @@
+"""Stage 7, plans and results turned into words: the text tables, the HTML page, the plan diff."""

@@ -1,0 +1,292 @@
+"""Plans and check results as text: rich tables for people, plain lines for pipes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from rich.table import Table
+
+from ipuplan.facts.dataflow import Dataflow
+from ipuplan.facts.estimate import Estimate
+from ipuplan.plan.format import Plan
+from ipuplan.plan.layout import STANDARD
+
+
+def _kib(count: int) -> str:
+    return f"{count:,} B ({count / 1024:,.1f} KiB)"
+
+
+def summary_table(plan: Plan, result: Estimate) -> Table:
+    """Scope, budgets, peaks with their steps, and whether the plan fits."""
+    table = Table(title=f"plan {plan.scope}: {len(plan.values)} values, {len(plan.steps)} steps", show_header=False)
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    rows = [
+        ("budget per tile", _kib(plan.budget_bytes)),
+        ("interleaved budget", _kib(plan.interleaved_budget_bytes)),
+        ("support reserve", _kib(plan.support_reserve_bytes)),
+        ("raw peak (std + il)", f"{_kib(result.raw_peak)} at step {result.total_peak_step}"),
+        ("peak total (+ exchange rows)", _kib(result.peak.total)),
+        ("peak standard (+ exchange rows)", f"{_kib(result.peak.standard)} at step {result.standard_peak_step}"),
+        ("peak interleaved", f"{_kib(result.peak.interleaved)} at step {result.interleaved_peak_step}"),
+        ("effective peak", _kib(result.effective_peak_bytes)),
+        ("standard overflow", _kib(result.standard_contiguous_overflow_bytes)),
+        ("fits budget", "yes" if result.fits_budget else "NO"),
+    ]
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def contributors_table(plan: Plan, result: Estimate, step_index: int, top: int = 12) -> Table:
+    """The largest live values (and scratch) at one step."""
+    step = plan.steps[step_index]
+    table = Table(title=f"top contributors at step {step_index} ({step.parsed_operation.kind})")
+    for name, justify in (("value", "right"), ("name", "left"), ("class", "left"), ("bytes", "right"), ("share", "right")):
+        table.add_column(name, justify=justify)
+    total = result.standard[step_index] + result.interleaved[step_index]
+    live = sorted(step.live, key=lambda v: (-result.values[v].bytes, v))
+    for value_id in live[:top]:
+        value = plan.values[value_id]
+        size = result.values[value_id].bytes
+        cls = "standard" if value.memory_class == STANDARD else "interleaved"
+        table.add_row(str(value_id), value.name, cls, f"{size:,}", f"{size / max(total, 1):.1%}")
+    scratch = step.scratch.standard + step.scratch.interleaved
+    if scratch:
+        table.add_row("-", "scratch", "", f"{scratch:,}", f"{scratch / max(total, 1):.1%}")
+    if len(live) > top:
+        rest = sum(result.values[v].bytes for v in live[top:])
+        table.add_row("-", f"{len(live) - top} more values", "", f"{rest:,}", f"{rest / max(total, 1):.1%}")
+    return table
+
+
+def graph_lines(plan: Plan, flow: Dataflow) -> Iterable[str]:
+    """One line per step: `index source operation: reads -> writes [released ...]`."""
+    for step, step_flow in zip(plan.steps, flow.steps):
+        reads = ", ".join(map(str, step_flow.reads)) or "-"
+        writes = ", ".join(map(str, step_flow.writes)) or "-"
+        line = f"{step.index:>5}  src {step.source:<4} {step.operation[:48]:<48}  {reads} -> {writes}"
+        if step_flow.releases:
+            line += f"  [released {', '.join(map(str, step_flow.releases))}]"
+        yield line
+    for family in flow.families:
+        reader = "-" if family.sum_step is None else f"{family.sum_step} ({plan.steps[family.sum_step].parsed_operation.kind})"
+        yield (
+            f"gemm family at step {family.gemm_step}: left {family.left} (from {_or_dash(family.left_source)}), "
+            f"right {family.right} (from {_or_dash(family.right_source)}), partials {_or_dash(family.partials)} "
+            f"read at step {reader} into {_or_dash(family.sum_result)}"
+        )
+    for ambiguity in flow.ambiguities:
+        yield f"ambiguous: {ambiguity}"
+
+
+def _or_dash(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def optimize_table(result) -> Table:
+    """Before/after: peaks per class, fit, what changed, and how the solver did."""
+    before, after, solved = result.before, result.after, result.solve
+    table = Table(title=f"ipuplan optimize ({result.plan.scope})")
+    for name in ("", "input", "ipuplan"):
+        table.add_column(name, justify="right" if name else "left")
+    rows = [
+        ("objective", "", result.options.objective.value + (" (best effort)" if result.best_effort else "")),
+        ("raw peak (std + il)", f"{before.raw_peak:,}", f"{after.raw_peak:,}"),
+        ("exchange bytes (movers send)", f"{result.exchange_before:,}", f"{result.exchange_after:,}"),
+        ("peak total (+ exchange rows)", f"{before.peak.total:,}", f"{after.peak.total:,}"),
+        ("standard peak", f"{before.peak.standard:,}", f"{after.peak.standard:,}"),
+        ("interleaved peak", f"{before.peak.interleaved:,}", f"{after.peak.interleaved:,}"),
+        ("effective peak", f"{before.effective_peak_bytes:,}", f"{after.effective_peak_bytes:,}"),
+        ("fits budget", _yes(before.fits_budget), _yes(after.fits_budget)),
+        ("values changed", "", f"{len(result.changes)}"),
+        ("exchange bytes added", "", f"{result.exchange_bytes_added:,}"),
+        ("solver status", "", f"{solved.status.value} for scope {result.options.scope.value}"),
+        _bound_row(solved),
+        ("free groups / candidates", "", f"{result.free_groups} / {result.candidates}"),
+        ("steps in model / total", "", f"{solved.steps_kept} / {solved.steps_total}"),
+        ("model variables / constraints", "", f"{solved.variables:,} / {solved.constraints:,}"),
+        ("build / solve / first solution", "", (f"{solved.build_seconds:.2f} s / {solved.solve_seconds:.2f} s / "
+         f"{_seconds(solved.first_solution_seconds)}")),
+    ]
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def _bound_row(solved) -> tuple[str, str, str]:
+    """The bound and gap of the objective's first term: the peak, or with `fit` the exchange bytes."""
+    if solved.exchange_bound is not None:
+        return "exchange bound / gap", "", f"{solved.exchange_bound:,} / {_percent(solved.gap)}"
+    return "bound / gap", "", f"{solved.bound:,} / {_percent(solved.gap)}"
+
+
+def shortfall_lines(result, most: int = 12) -> list[str]:
+    """Where a best-effort plan exceeds its budgets, worst first."""
+    worst = sorted(result.shortfall, key=lambda s: (-s.over, s.step, s.budget))
+    lines = [f"  step {s.step}: {s.budget} {s.bytes:,} B of {s.limit:,} B ({s.over:,} B over)" for s in worst[:most]]
+    if len(worst) > most:
+        lines.append(f"  and {len(worst) - most} more (--json lists each)")
+    return lines
+
+
+def explanation_lines(explanation, holders: int = 6) -> list[str]:
+    """The explanation in plain words, one fact a line (the CLI prints them; the report shows the same)."""
+    proven = "proven minimal: dropping any one lets the rest be met" if explanation.minimal else "not proven minimal"
+    count = len(explanation.steps)
+    if count:
+        lines = [(f"why the budgets cannot be met (scope {explanation.scope}; {count} budget-at-a-step "
+                  f"limit{'s' if count != 1 else ''} no layout meets together, {proven}):")]
+    else:
+        lines = [f"why the budgets cannot be met (scope {explanation.scope}): no minimal conflict was found in time"]
+    while_others = "while the others hold" if count > 1 else "in every layout"
+    for step in explanation.steps:
+        lines += _step_lines(step, holders, while_others)
+    for item in explanation.raises:
+        if item.least is not None:
+            fits = f"{item.least:,} B would fit ({item.options})"
+        else:
+            fits = "raising it alone is not enough" if item.enough_alone is False else "the least that fits was not found in time"
+        lines.append(f"  {item.budget} (now {item.bytes:,} B): {fits}")
+    if explanation.lowest_peak is not None:
+        within = f" within the {' and the '.join(explanation.lowest_within)}" if explanation.lowest_within else ""
+        lines.append(f"  the lowest raw peak any layout reaches{within}: {explanation.lowest_peak:,} B")
+    for freedom in explanation.freedoms:
+        verdict = {True: "the budgets can be met", False: "still does not fit", None: "not decided in time"}[freedom.fits]
+        lines.append(f"  with {freedom.options}: {verdict}")
+    return lines
+
+
+def _step_lines(step, holders: int, while_others: str) -> list[str]:
+    lines = [(f"  step {step.step} ({step.operation}), {step.budget} {step.budget_bytes:,} B: needs at least "
+              f"{step.needs:,} B {while_others}; {step.fixed_bytes:,} B frozen (scratch {step.scratch:,} B), "
+              f"{step.free_values} free values take at least {step.free_least_bytes:,} B")]
+    for holder in step.holders[:holders]:
+        lines.append(f"    value {holder.value_id} {holder.name}: {holder.bytes:,} B {holder.memory_class}, "
+                     f"frozen: {holder.frozen}")
+    if len(step.holders) > holders:
+        rest = step.holders[holders:]
+        lines.append(f"    and {len(rest)} more frozen values, {sum(h.bytes for h in rest):,} B")
+    return lines
+
+
+def frozen_lines(result) -> list[str]:
+    """What the optimiser left alone, grouped by reason, largest groups first."""
+    counts: dict[str, int] = {}
+    for group in result.frozen:
+        kind = group.reason.group_label
+        counts[kind] = counts.get(kind, 0) + len(group.members)
+    return [f"  {count:>5} values: {kind}" for kind, count in sorted(counts.items(), key=lambda item: -item[1])]
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "NO"
+
+
+def _percent(fraction: float | None) -> str:
+    return "-" if fraction is None else f"{fraction:.2%}"
+
+
+def _seconds(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.2f} s"
+
+
+def optimize_summary(result, source: str, output: str | None) -> dict:
+    """The machine-readable summary `ipuplan optimize --json` prints."""
+    solved = result.solve
+    return {
+        "input": source,
+        "output": output,
+        "scope": result.plan.scope,
+        "status": solved.status.value,
+        "freedom_scope": result.options.scope.value,
+        "status_in_words": f"{solved.status.value} for scope {result.options.scope.value}",
+        "solver": result.options.solver.value,
+        "note": result.note,
+        "input_raw_peak": result.before.raw_peak,
+        "raw_peak": result.after.raw_peak,
+        "bound": solved.bound,
+        "gap": solved.gap,
+        "input_peak_total": result.before.peak.total,
+        "peak_total": result.after.peak.total,
+        "standard_peak": result.after.peak.standard,
+        "interleaved_peak": result.after.peak.interleaved,
+        "fits_before": result.before.fits_budget,
+        "fits_after": result.after.fits_budget,
+        "values_changed": len(result.changes),
+        "changed_value_ids": [c.value_id for c in result.changes],
+        "exchange_bytes_added": result.exchange_bytes_added,
+        "objective": result.options.objective.value,
+        "exchange_bytes_before": result.exchange_before,
+        "exchange_bytes_after": result.exchange_after,
+        "exchange_bound": solved.exchange_bound,
+        "fits_budget": result.after.fits_budget,
+        "best_effort": result.best_effort,
+        "shortfall": [{"step": s.step, "budget": s.budget, "bytes": s.bytes, "limit": s.limit, "over": s.over}
+                      for s in result.shortfall],
+        "explanation": None if result.explanation is None else result.explanation.summary(),
+        "pinned": {"layout": sorted(result.pins.layout), "class": sorted(result.pins.memory_class)},
+        "model_fingerprint": result.model_fingerprint,
+        "solution_fingerprint": result.solution_fingerprint,
+        "frozen_groups": len(result.frozen),
+        "frozen": [{"values": list(g.members), "rule": g.reason.kind.name.lower(), "reason": str(g.reason)}
+                   for g in result.frozen],
+        "free_groups": result.free_groups,
+        "candidates": result.candidates,
+        "variables": solved.variables,
+        "constraints": solved.constraints,
+        "steps_kept": solved.steps_kept,
+        "steps_total": solved.steps_total,
+        "candidates_dropped": solved.candidates_dropped,
+        "model_entries_before": solved.entries_before,
+        "model_entries": solved.entries,
+        "terms_merged": solved.terms_merged,
+        "bound_windows": solved.windows,
+        "build_seconds": round(solved.build_seconds, 4),
+        "solve_seconds": round(solved.solve_seconds, 4),
+        "first_solution_seconds": None if solved.first_solution_seconds is None else round(solved.first_solution_seconds, 4),
+        "budgets": {
+            "budget_bytes": result.budgets.budget_bytes,
+            "interleaved_budget_bytes": result.budgets.interleaved_budget_bytes,
+            "support_reserve_bytes": result.budgets.support_reserve_bytes,
+        },
+    }
+
+
+def sweep_table(sweep) -> Table:
+    """The peak / exchange front, smallest peak first, with what each KiB of peak saved costs in exchange."""
+    end = "to its least-exchange end" if sweep.complete else "cut short (--points or the time limit)"
+    table = Table(title=f"ipuplan sweep ({sweep.scope}): {len(sweep.points)} Pareto points, {end}")
+    for name in ("#", "raw peak", "exchange bytes", "exchange added", "values changed", "exchange per KiB saved", "proven"):
+        table.add_column(name, justify="right")
+    for index, point in enumerate(sweep.points, 1):
+        per_kib = "-" if point.exchange_per_kib is None else f"{point.exchange_per_kib:,.0f}"
+        table.add_row(str(index), f"{point.peak:,}", f"{point.exchange_bytes:,}", f"{point.exchange_added:+,}",
+                      str(point.changed_values), per_kib, _yes(point.proven).lower())
+    return table
+
+
+def explore_table(rows) -> Table:
+    """The ranked exploration: best optimised peak first, failures last with their reason."""
+    table = Table(title="ipuplan explore: ranked by optimised raw peak")
+    headers = ("#", "file", "scope", "input peak", "optimised", "reduction", "fits before", "fits after", "status", "gap",
+               "time")
+    for name in headers:
+        table.add_column(name, justify="left" if name in ("file", "scope", "status") else "right")
+    for rank, row in enumerate(rows, 1):
+        status = row.status + (" (up to date)" if row.skipped else "")
+        table.add_row(
+            str(rank),
+            Path(row.input).name,
+            row.scope,
+            "-" if row.input_peak is None else f"{row.input_peak:,}",
+            "-" if row.optimized_peak is None else f"{row.optimized_peak:,}",
+            _percent(row.reduction),
+            "-" if row.fits_before is None else _yes(row.fits_before),
+            "-" if row.fits_after is None else _yes(row.fits_after),
+            status,
+            _percent(row.gap),
+            f"{row.seconds:.2f} s",
+        )
+    return table

@@ -1,0 +1,1 @@
+"""The freedom levels, one module each: `(Context, unclaimed groups) -> Decisions`."""

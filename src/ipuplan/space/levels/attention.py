@@ -1,0 +1,183 @@
+"""Freedom level `attention` (part of scope `full`): attention products re-split over heads, M, N (and K).
+
+Candidates are splits whose every member layout `attention.derive_attention` derives (so they are
+consistent by construction), pruned to the Pareto front of the members' bytes and the Sum scratch,
+the input's own split first. The operands of `AttentionSoftmax` / `AttentionMerge` are not members:
+they keep their layout, and the movers between them and the Gemm absorb the change.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ipuplan.facts.attention_families import (
+    AttentionFamily,
+    HeadSplit,
+    current_head_split,
+    derive_attention,
+    inner_block,
+)
+from ipuplan.facts.estimate import GRANULE, value_bytes
+from ipuplan.facts.gemm_families import IllegalSplit
+from ipuplan.facts.plan_facts import PlanFacts
+from ipuplan.plan.layout import ceil_div
+from ipuplan.space import rules
+from ipuplan.space.levels.gemm import MAX_SPLITS, AxisSizes, pareto_front, split_grid
+from ipuplan.space.levels.storage import partition_options
+from ipuplan.space.types import Candidate, Decisions, FreeGroup, Freeze, FreezeReason, FrozenGroup
+
+
+class _HeadSizer:
+    """Bytes of each member under many splits at once, by the estimate's arithmetic, without building layouts."""
+
+    def __init__(self, facts: PlanFacts, family: AttentionFamily) -> None:
+        self.facts, self.family = facts, family
+        values = facts.plan.values
+        self.axes = {v: self._axes(v) for v in family.members}
+        self.whole = {v: int(np.prod([d for i, d in enumerate(values[v].shape) if i not in self._tiled(v)],
+                                     dtype=np.int64)) for v in family.members}
+        total = values[family.sum_result] if family.reduces else None
+        self.sum_shard = facts.estimate.values[family.sum_result].shard_bytes if total is not None else 0
+
+    def _tiled(self, value_id: int) -> set[int]:
+        value = self.facts.plan.values[value_id]
+        return {a.axis.dimension(len(value.shape)) for a in value.parsed_layout.axes}
+
+    def _axes(self, value_id: int) -> dict[str, AxisSizes]:
+        value = self.facts.plan.values[value_id]
+        found = {}
+        for role, axis in zip(self.family.roles[value_id], value.parsed_layout.axes):
+            found[role] = AxisSizes(axis.blocks(value.shape[axis.axis.dimension(len(value.shape))]), axis)
+        return found
+
+    def blocks(self, value_id: int, role: str) -> int:
+        return self.axes[value_id][role].blocks
+
+    def vectors(self, splits: np.ndarray, blocks: np.ndarray) -> np.ndarray:
+        """Per split (k, heads, m, n) with its K block: the members' bytes and the Sum scratch."""
+        values = self.facts.plan.values
+        k, heads, m, n = splits.T
+        partitions = {"heads": heads, "m": m, "n": n}
+        columns = []
+        for v in self.family.members:
+            elements = np.full(len(splits), self.whole[v], dtype=np.int64)
+            for role, sizer in self.axes[v].items():
+                if role == "k":
+                    elements = elements * blocks
+                elif role != "pk":
+                    elements = elements * sizer.extent(partitions[role])
+            shard = elements * values[v].element_size
+            if v in self.facts.amp_aligned:  # `estimate.aligned_bytes`, every shard at once
+                granule = GRANULE[values[v].memory_class]
+                shard = ceil_div(shard, granule) * granule
+            columns.append(shard)
+        return np.column_stack((*columns, (k + 1) * self.sum_shard))
+
+
+def head_splits(facts: PlanFacts, family: AttentionFamily) -> list[HeadSplit]:
+    """Every legal split's Pareto-best representatives (by member bytes and scratch), the input's first."""
+    sizer = _HeadSizer(facts, family)
+    k_options = range(1, sizer.blocks(family.left, "k") * 8 + 1) if family.reduces else (1,)
+    blocks = {}
+    for k in k_options:
+        try:
+            blocks[k] = inner_block(facts.plan, family, k)
+        except IllegalSplit:
+            continue
+    options = [list(blocks), *(partition_options(sizer.blocks(v, role)) for v, role in
+                               ((family.left, "heads"), (family.left, "m"), (family.right, "n")))]
+    found = split_grid(options, facts.plan.tile_count)
+    chosen = []
+    if len(found):
+        vectors = sizer.vectors(found, np.array([blocks[k] for k in found[:, 0].tolist()], dtype=np.int64))
+        chosen = [HeadSplit(heads, m, n, k) for k, heads, m, n in found[pareto_front(vectors)].tolist()]
+    if len(chosen) > MAX_SPLITS:
+        chosen = [chosen[int(i * len(chosen) / MAX_SPLITS)] for i in range(MAX_SPLITS)]
+    original = current_head_split(facts.plan, family)
+    return [original, *(s for s in chosen if s != original)]
+
+
+def _candidate(facts: PlanFacts, family: AttentionFamily, split: HeadSplit, members: rules.LayoutGroup,
+               role_of: dict[int, int], moved, ratios) -> Candidate | None:
+    try:
+        derived = derive_attention(facts.plan, family, split)
+    except IllegalSplit:
+        return None
+    values = facts.plan.values
+    layouts = tuple(derived.layouts[role_of[m]] for m in members)
+    shapes = tuple(derived.result_shape if role_of[m] == family.result else tuple(values[m].shape) for m in members)
+    sizes = tuple(value_bytes(values[m].model_copy(update={"shape": list(shape)}), m in facts.amp_aligned, layout)
+                  for m, shape, layout in zip(members, shapes, layouts))
+    scratch = rules.scaled_scratch(ratios, tuple(size.shard_bytes for size in sizes))
+    if family.reduces:
+        given = facts.plan.steps[family.sum_step].scratch
+        in_interleaved = given.standard == 0 and given.interleaved > 0
+        scratch = ((family.sum_step, *((0, derived.sum_scratch) if in_interleaved else (derived.sum_scratch, 0))),
+                   *scratch)
+    label = f"heads {split.heads} pM={split.m} pN={split.n} pK={split.k}"
+    return Candidate(layouts, sizes, rules.exchange_cost(facts, members, moved, layouts), scratch, shapes,
+                     ((family.gemm_step, derived.operation),), label)
+
+
+def _signature(facts: PlanFacts, family: AttentionFamily) -> tuple:
+    """Everything the splits of a family depend on: repeated layers and unrolled copies share them."""
+    values = facts.plan.values
+    members = tuple((values[v].layout, tuple(values[v].shape), values[v].precision, v in facts.amp_aligned)
+                    for v in family.members)
+    sum_shard = facts.estimate.values[family.sum_result].shard_bytes if family.reduces else 0
+    return members, facts.plan.steps[family.gemm_step].operation, facts.plan.tile_count, sum_shard
+
+
+def _group_signature(facts: PlanFacts, family: AttentionFamily, members: rules.LayoutGroup, role_of: dict[int, int],
+                     moved, ratios) -> tuple:
+    """Everything a family's candidates depend on besides its splits, with steps relative to its Gemm."""
+    values = facts.plan.values
+    total = values[family.sum_result] if family.reduces else None
+    given = facts.plan.steps[family.sum_step].scratch if family.reduces else None
+    return (
+        tuple((values[m].layout, tuple(values[m].shape), values[m].precision, values[m].copies, m in facts.amp_aligned,
+               family.members.index(role_of[m])) for m in members),
+        tuple(family.roles[v] for v in family.members),
+        None if total is None else (total.layout, tuple(total.shape), total.precision),
+        None if given is None else (family.sum_step - family.gemm_step, given.standard == 0 and given.interleaved > 0),
+        tuple((step - family.gemm_step, position, std, il) for step, position, std, il in ratios),
+        moved,
+    )
+
+
+def attention_group(context: rules.Context, family: AttentionFamily, group_of: dict[int, rules.LayoutGroup],
+                    cache: dict) -> FreeGroup | FrozenGroup:
+    """The product as one free group (every member and its aliases), or frozen with the reason.
+
+    `cache` maps a family's signature to its splits, and with its group's signature to its candidates
+    (steps relative to the Gemm), so repeated layers and unrolled copies derive them once.
+    """
+    facts = context.facts
+    own_steps = frozenset(s for s in (family.gemm_step, family.sum_step) if s is not None)
+    role_of = {m: role for role in family.members for m in group_of[role]}
+    members = tuple(sorted(role_of))
+    for role in family.members:
+        reason = rules.freeze_reason(context, group_of[role], own_steps)
+        if reason is not None:
+            return FrozenGroup(members, reason.in_family(family.gemm_step, role))
+    try:
+        ratios = tuple(r for r in rules.scratch_ratios(facts, members) if r[0] != family.sum_step)
+    except rules.Frozen as frozen:
+        return FrozenGroup(members, frozen.reason.in_family(family.gemm_step))
+    moved = rules.moved_tensors(facts, members)
+    signature = _signature(facts, family)
+    if signature not in cache:
+        cache[signature] = head_splits(facts, family)
+    key = (signature, _group_signature(facts, family, members, role_of, moved, ratios))
+    if key not in cache:
+        found = (_candidate(facts, family, split, members, role_of, moved, ratios) for split in cache[signature])
+        cache[key] = tuple(c.shifted(-family.gemm_step) for c in found if c is not None)
+    candidates = tuple(c.shifted(family.gemm_step) for c in cache[key])
+    if len(candidates) <= 1:
+        return FrozenGroup(members, FreezeReason(Freeze.NO_OTHER_SPLIT, family_step=family.gemm_step))
+    return FreeGroup(members, candidates, input_index=0, kind="attention")
+
+
+def attention_level(context: rules.Context, groups: tuple[rules.LayoutGroup, ...]) -> Decisions:
+    """Every attention product whose groups are all unclaimed: free or frozen as one unit."""
+    return rules.each_family(context, groups, context.facts.attention, attention_group)

@@ -1,0 +1,302 @@
+"""Freedom level `kernels`: each Gemm family re-split as one unit (pK, pM, pN).
+
+Candidates per family are splits whose every member layout is derived by `families.derive`
+(so they are consistent by construction), pruned to the Pareto front of their members'
+bytes, the input's own split always first.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from ipuplan.facts.estimate import GRANULE, value_bytes
+from ipuplan.facts.gemm_families import (
+    IllegalSplit,
+    KernelFamily,
+    Split,
+    current_split,
+    derive,
+    inner_block_for,
+    inner_block_granule,
+)
+from ipuplan.facts.plan_facts import PlanFacts
+from ipuplan.plan.format import Plan
+from ipuplan.plan.layout import AxisTiling, ceil_div
+from ipuplan.space.levels.storage import partition_options
+from ipuplan.space.rules import (
+    Context,
+    Frozen,
+    LayoutGroup,
+    ScratchRatio,
+    each_family,
+    exchange_cost,
+    freeze_reason,
+    moved_tensors,
+    scaled_scratch,
+    scratch_ratios,
+)
+from ipuplan.space.types import Candidate, Decisions, FreeGroup, Freeze, FreezeReason, FrozenGroup
+
+MAX_SPLITS = 48
+PARETO_BLOCK = 512
+"""Vectors `pareto_front` checks at once: fewer numpy calls, but pairs within a block cost quadratic memory."""
+
+
+@lru_cache(maxsize=1024)
+def _spreads(k: int) -> np.ndarray:
+    """Every (a, b) with a * b dividing k, in the order the Sum spread search tries them, (1, 1) first."""
+    divisors = [d for d in range(1, k + 1) if k % d == 0]
+    return np.array([(a, b) for a in divisors for b in divisors if (k // a) % b == 0], dtype=np.int64)
+
+
+class AxisSizes:
+    """Elements per shard of one axis for every partition count, looked up instead of recomputed."""
+
+    def __init__(self, blocks: int, axis: AxisTiling) -> None:
+        self.blocks = blocks
+        self.extents = np.array([0] + [axis.extent_of_blocks(blocks, p) for p in range(1, blocks + 1)], dtype=np.int64)
+
+    def extent(self, partitions: np.ndarray) -> np.ndarray:
+        """Per partition count (any shape), elements per shard; more partitions than blocks leave some empty."""
+        return self.extents[np.minimum(partitions, self.blocks)]
+
+
+def split_grid(options: list[list[int]], tiles: int) -> np.ndarray:
+    """One row per choice of an option of each column (each list ascending) whose product is at most `tiles`,
+    in lexicographic order: the nested loops that break at the first option past the chip, at once."""
+    rows = np.ones((1, 0), dtype=np.int64)
+    products = np.ones(1, dtype=np.int64)
+    for column in options:
+        choices = np.asarray(column, dtype=np.int64)
+        counts = np.searchsorted(choices, tiles // products, side="right")
+        parent = np.repeat(np.arange(len(products)), counts)
+        child = np.arange(len(parent)) - np.repeat(np.cumsum(counts) - counts, counts)
+        rows = np.column_stack([rows[parent], choices[child]])
+        products = products[parent] * choices[child]
+    return rows
+
+
+class _Sizer:
+    """Bytes of each family member under many splits at once, by the estimate's arithmetic, without building layouts."""
+
+    def __init__(self, plan: Plan, family: KernelFamily, aligned: frozenset[int]) -> None:
+        self.plan, self.family, self.aligned = plan, family, aligned
+        values = plan.values
+        self.k_dimension = self._dimension_size(family.left, family.left_axes["k"])
+        self.granule = inner_block_granule(plan, family)
+        self.m = self._axis(family.left, family.left_axes["m"])
+        self.n = self._axis(family.right, family.right_axes["n"])
+        self.sum_m = self._axis(family.sum_result, family.sum_axes["m"])
+        self.sum_n = self._axis(family.sum_result, family.sum_axes["n"])
+        self.partial_m = self._axis(family.partials, family.partial_axes["m"])
+        self.partial_n = self._axis(family.partials, family.partial_axes["n"])
+        self.base = {v: self._untiled(v) for v in family.members}
+        self.size = {v: values[v].element_size for v in family.members}
+
+    def _dimension_size(self, value_id: int, position: int) -> int:
+        value = self.plan.values[value_id]
+        return value.shape[value.parsed_layout.axes[position].axis.dimension(len(value.shape))]
+
+    def _axis(self, value_id: int, position: int) -> AxisSizes:
+        axis = self.plan.values[value_id].parsed_layout.axes[position]
+        return AxisSizes(axis.blocks(self._dimension_size(value_id, position)), axis)
+
+    def _untiled(self, value_id: int) -> int:
+        """Elements of the dimensions no axis tiles (whole on every tile)."""
+        value = self.plan.values[value_id]
+        tiled = {a.axis.dimension(len(value.shape)) for a in value.parsed_layout.axes}
+        return int(np.prod([d for i, d in enumerate(value.shape) if i not in tiled], dtype=np.int64))
+
+    def inner_block(self, k: int) -> int | None:
+        return inner_block_for(self.k_dimension, k, self.granule)
+
+    def _bytes(self, value_id: int, elements: np.ndarray) -> np.ndarray:
+        """`estimate.aligned_bytes` of every shard at once."""
+        shard = elements * self.size[value_id]
+        if value_id not in self.aligned:
+            return shard
+        granule = GRANULE[self.plan.values[value_id].memory_class]
+        return ceil_div(shard, granule) * granule
+
+    def sum_spreads(self, splits: np.ndarray, tiles: int) -> np.ndarray:
+        """Per split (k, m, n), the (a, b) spreading pK over the Sum result's N and M with the smallest shard
+        (the first such in `_spreads` order; (1, 1) when none fits)."""
+        k, m, n = splits.T
+        spread = np.ones((len(splits), 2), dtype=np.int64)
+        values, starts, counts = np.unique(k, return_index=True, return_counts=True)
+        for value, start, count in zip(values.tolist(), starts.tolist(), counts.tolist()):
+            rows = slice(start, start + count)  # the grid is sorted by k
+            pairs = _spreads(value)
+            n_parts, m_parts = n[rows, None] * pairs[:, 0], m[rows, None] * pairs[:, 1]
+            fits = ((n_parts <= self.sum_n.blocks) & (m_parts <= self.sum_m.blocks)
+                    & ((m * n)[rows, None] * (pairs[:, 0] * pairs[:, 1]) <= tiles))
+            shard = np.where(fits, self.sum_n.extent(n_parts) * self.sum_m.extent(m_parts), np.iinfo(np.int64).max)
+            spread[rows] = pairs[shard.argmin(axis=1)]
+        return spread
+
+    def vectors(self, splits: np.ndarray, inner_blocks: np.ndarray) -> np.ndarray:
+        """Per split (k, m, n, sum_n, sum_m) with its K block: the members' bytes and the Sum scratch."""
+        family, base = self.family, self.base
+        k, m, n, sum_n, sum_m = splits.T
+        left = inner_blocks * self.m.extent(m) * base[family.left]
+        sum_shard = (self.sum_n.extent(n * sum_n) * self.sum_m.extent(m * sum_m)
+                     * base[family.sum_result] * self.size[family.sum_result])
+        partials = self.partial_m.extent(m) * self.partial_n.extent(n) * base[family.partials]
+        source = () if family.left_source is None else (self._bytes(family.left_source, left),)
+        return np.column_stack((*source, self._bytes(family.left, left),
+                                self._bytes(family.right, inner_blocks * self.n.extent(n) * base[family.right]),
+                                self._bytes(family.partials, partials), sum_shard, (k + 1) * sum_shard))
+
+
+def _with_spreads(sizer: _Sizer, splits: np.ndarray, tiles: int, fixed: tuple[int, int] | None) -> np.ndarray:
+    """The splits (k, m, n) with their Sum spread (sum_n, sum_m) appended.
+
+    With `fixed` (the Sum result's N and M partitions, when it cannot change), only the splits
+    some spread reproduces them for, with that spread.
+    """
+    if fixed is None:
+        return np.column_stack((splits, sizer.sum_spreads(splits, tiles)))
+    k, m, n = splits.T
+    a, b = fixed[0] // n, fixed[1] // m
+    exact = (a * n == fixed[0]) & (b * m == fixed[1]) & (a > 0) & (b > 0) & (k % np.maximum(a * b, 1) == 0)
+    return np.column_stack((splits, a, b))[exact]
+
+
+def split_options(plan: Plan, family: KernelFamily, aligned: frozenset[int], sum_fixed: bool = False) -> list[Split]:
+    """Every legal split's Pareto-best representatives (by member bytes), at most MAX_SPLITS, the input's first."""
+    sizer = _Sizer(plan, family, aligned)
+    fixed = None
+    if sum_fixed:
+        axes = plan.values[family.sum_result].parsed_layout.axes
+        fixed = (axes[family.sum_axes["n"]].partitions, axes[family.sum_axes["m"]].partitions)
+    tiles = plan.tile_count
+    inner_blocks = {k: sizer.inner_block(k) for k in range(1, ceil_div(sizer.k_dimension, sizer.granule) + 1)}
+    inner_blocks = {k: block for k, block in inner_blocks.items() if block is not None}
+    grid = split_grid([list(inner_blocks), partition_options(sizer.m.blocks), partition_options(sizer.n.blocks)], tiles)
+    found = _with_spreads(sizer, grid, tiles, fixed)
+    if not len(found):
+        return [current_split(plan, family)]
+    blocks = np.array([inner_blocks[k] for k in found[:, 0].tolist()], dtype=np.int64)
+    vectors = sizer.vectors(found, blocks)
+    front = pareto_front(vectors)
+    chosen = [Split(*found[i].tolist()) for i in front]
+    if len(chosen) > MAX_SPLITS:
+        totals = vectors[front].sum(axis=1)
+        order = np.argsort(totals)
+        chosen = [chosen[order[int(i * len(order) / MAX_SPLITS)]] for i in range(MAX_SPLITS)]
+    original = current_split(plan, family)
+    return [original, *(s for s in chosen if s != original)]
+
+
+def pareto_front(vectors: np.ndarray) -> list[int]:
+    """Indices of the vectors no other vector is at most in every component (first of equals kept).
+
+    In lexicographic order only an earlier vector can be at most a later one (of equals, the first
+    comes first), and whatever a dropped vector is at most, a kept one is at most too. So each block
+    of vectors, in that order, is checked at once against the front kept so far, and what survives
+    against its earlier survivors: the same front as a check of one vector at a time.
+    """
+    order = np.lexsort(vectors.T[::-1])
+    kept = np.empty(0, dtype=np.int64)
+    for start in range(0, len(order), PARETO_BLOCK):
+        block = order[start:start + PARETO_BLOCK]
+        block = block[~_at_most(vectors[kept], vectors[block]).any(axis=0)]
+        rows = vectors[block]
+        kept = np.concatenate((kept, block[~np.triu(_at_most(rows, rows), k=1).any(axis=0)]))
+    return kept.tolist()
+
+
+def _at_most(these: np.ndarray, those: np.ndarray) -> np.ndarray:
+    """[i, j]: whether these[i] is at most those[j] in every component."""
+    found = np.ones((len(these), len(those)), dtype=bool)
+    for column in range(these.shape[1]):
+        found &= these[:, column, None] <= those[None, :, column]
+    return found
+
+
+def _family_candidate(facts: PlanFacts, family: KernelFamily, split: Split, members: LayoutGroup,
+                      role_of: dict[int, int], moved, ratios: tuple[ScratchRatio, ...]) -> Candidate | None:
+    """The family's layouts, bytes, scratch and Gemm text under `split`; None when the split cannot be laid out."""
+    plan = facts.plan
+    try:
+        derived = derive(plan, family, split)
+    except IllegalSplit:
+        return None
+    values = plan.values
+    layouts = tuple(derived.layouts[role_of[m]] for m in members)
+    shapes = tuple(tuple(derived.partial_shape) if role_of[m] == family.partials else tuple(values[m].shape) for m in members)
+    sizes = tuple(
+        value_bytes(values[m].model_copy(update={"shape": list(shape)}), m in facts.amp_aligned, layout)
+        for m, shape, layout in zip(members, shapes, layouts)
+    )
+    given = plan.steps[family.sum_step].scratch
+    sum_scratch = (0, derived.sum_scratch) if given.standard == 0 and given.interleaved > 0 else (derived.sum_scratch, 0)
+    scratch = ((family.sum_step, *sum_scratch),) + scaled_scratch(ratios, tuple(size.shard_bytes for size in sizes))
+    label = f"split pK={split.k} pM={split.m} pN={split.n}, Sum spread {split.sum_n}x{split.sum_m}"
+    return Candidate(layouts, sizes, exchange_cost(facts, members, moved, layouts), scratch, shapes,
+                     ((family.gemm_step, derived.operation),), label)
+
+
+def _signature(facts: PlanFacts, family: KernelFamily, members, role_of, fixed, ratios, moved) -> tuple:
+    """Everything a family's candidates depend on, with steps relative to its Gemm: equal families share them."""
+    plan = facts.plan
+    values = plan.values
+    roles = (family.left_source, family.left, family.right, family.partials, family.sum_result)
+    given = plan.steps[family.sum_step].scratch
+    return (
+        tuple((values[m].layout, tuple(values[m].shape), values[m].precision, values[m].copies, m in facts.amp_aligned,
+               roles.index(role_of[m])) for m in members),
+        plan.steps[family.gemm_step].operation,
+        plan.tile_count,
+        tuple(roles.index(r) for r in fixed),
+        tuple((step - family.gemm_step, position, std, il) for step, position, std, il in ratios),
+        family.sum_step - family.gemm_step,
+        given.standard == 0 and given.interleaved > 0,
+        moved,
+    )
+
+
+def family_group(context: Context, family: KernelFamily, group_of: dict[int, LayoutGroup], cache: dict) -> FreeGroup | FrozenGroup:
+    """The family as one free group (every member and its aliases), or frozen with the reason.
+
+    `cache` maps a family's signature to its candidates, so repeated structures are derived once.
+    """
+    facts = context.facts
+    own_steps = frozenset(s for s in (family.local_kernel_step, family.gemm_step, family.sum_step) if s is not None)
+    role_of = {m: role for role in family.members for m in group_of[role]}
+    members = tuple(sorted(role_of))
+    for role in (family.left, family.right, family.partials):
+        reason = freeze_reason(context, group_of[role], own_steps)
+        if reason is not None:
+            return FrozenGroup(members, reason.in_family(family.gemm_step, role))
+    held = {role: freeze_reason(context, group_of[role], own_steps)
+            for role in (family.left_source, family.sum_result) if role is not None}
+    fixed = [role for role, reason in held.items() if reason is not None]
+    moved = moved_tensors(facts, members)
+    try:
+        ratios = tuple(r for r in scratch_ratios(facts, members) if r[0] != family.sum_step)
+    except Frozen as frozen:
+        return FrozenGroup(members, frozen.reason.in_family(family.gemm_step))
+    signature = _signature(facts, family, members, role_of, fixed, ratios, moved)
+    if signature not in cache:
+        found = []
+        for split in split_options(facts.plan, family, facts.amp_aligned, family.sum_result in fixed):
+            candidate = _family_candidate(facts, family, split, members, role_of, moved, ratios)
+            if candidate is not None and all(
+                candidate.layouts[members.index(r)] == facts.plan.values[r].parsed_layout for r in fixed
+            ):
+                found.append(candidate.shifted(-family.gemm_step))
+        cache[signature] = found
+    candidates = [c.shifted(family.gemm_step) for c in cache[signature]]
+    if len(candidates) <= 1:
+        if fixed:  # the only split left is the input's because a member that must keep its layout says so
+            return FrozenGroup(members, held[fixed[0]].in_family(family.gemm_step, fixed[0]))
+        return FrozenGroup(members, FreezeReason(Freeze.NO_OTHER_SPLIT, family_step=family.gemm_step))
+    return FreeGroup(members, tuple(candidates), input_index=0, kind="kernel")
+
+
+def kernel_level(context: Context, groups: tuple[LayoutGroup, ...]) -> Decisions:
+    """Every recognised Gemm family whose groups are all unclaimed: free or frozen as one unit."""
+    return each_family(context, groups, context.facts.families, family_group)

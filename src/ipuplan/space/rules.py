@@ -1,0 +1,235 @@
+"""What every freedom level shares: layout groups, the freeze rules, exchange and scratch costs.
+
+A group is free only when every step that touches it is proven to accept another layout;
+`freeze_reason` says which rule holds it otherwise.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from functools import lru_cache
+from math import prod
+
+from ipuplan.facts.exchange import mapped_exchange_bytes
+from ipuplan.facts.plan_facts import PlanFacts
+from ipuplan.plan.layout import Layout, parse_layout
+from ipuplan.space.types import Decisions, FreeGroup, Freeze, FreezeReason, FrozenGroup
+
+LayoutGroup = tuple[int, ...]
+"""Values that must share one layout (in-place aliases, a body argument and its layers)."""
+
+
+@dataclass(frozen=True)
+class Context:
+    """The plan's facts, and the per-value indexes the freeze rules look things up in."""
+
+    facts: PlanFacts
+    groups: tuple[LayoutGroup, ...]
+    unknown_steps_of: dict[int, tuple[int, ...]]
+    """Value -> steps with an unknown operation where its storage is live."""
+    first_ambiguity: dict[int, int]
+    """Value -> index of the first ambiguity that may touch it."""
+
+
+def context_of(facts: PlanFacts) -> Context:
+    plan = facts.plan
+    unknown: dict[int, list[int]] = defaultdict(list)
+    for step in plan.steps:
+        if not step.parsed_operation.is_known:
+            for value_id in step.live:
+                unknown[value_id].append(step.index)
+    unknown_of = {value.id: tuple(unknown.get(value.root, ())) for value in plan.values}
+    first: dict[int, int] = {}
+    for index, ambiguity in enumerate(facts.flow.ambiguities):
+        for value_id in ambiguity.suspects:
+            first.setdefault(value_id, index)
+    return Context(facts, layout_groups(facts), unknown_of, first)
+
+
+def layout_groups(facts: PlanFacts) -> tuple[LayoutGroup, ...]:
+    """In-place aliases with their root, body arguments with their group: one layout each."""
+    values = facts.plan.values
+    parent = list(range(len(values)))
+
+    def find(v: int) -> int:
+        while parent[v] != v:
+            parent[v] = parent[parent[v]]
+            v = parent[v]
+        return v
+
+    for value in values:
+        parent[find(value.id)] = find(value.root)
+    for argument, members in facts.flow.bindings.items():
+        for member in members:
+            parent[find(argument)] = find(member)
+    groups: dict[int, list[int]] = defaultdict(list)
+    for value in values:
+        groups[find(value.id)].append(value.id)
+    return tuple(tuple(members) for members in groups.values())
+
+
+def freeze_reason(context: Context, members: LayoutGroup, kernel_steps: frozenset[int] = frozenset()) -> FreezeReason | None:
+    """Why a layout group must keep its layout, or None.
+
+    Movers may read and write it; so may `kernel_steps`, the steps of a Gemm family that
+    re-lays out the group together with its kernels.
+    """
+    facts = context.facts
+    plan, flow = facts.plan, facts.flow
+    values = plan.values
+    layouts = {values[m].layout for m in members}
+    unknown_parts = sorted({part for layout in layouts for part in unknown_layout_parts(layout)})
+    if unknown_parts:
+        return FreezeReason(Freeze.UNKNOWN_LAYOUT, detail=", ".join(unknown_parts))
+    if len(layouts) > 1:
+        return FreezeReason(Freeze.MEMBERS_DIFFER)
+    ambiguities = [context.first_ambiguity[m] for m in members if m in context.first_ambiguity]
+    if ambiguities:
+        ambiguity = flow.ambiguities[min(ambiguities)]
+        return FreezeReason(Freeze.AMBIGUITY, ambiguity.step, detail=str(ambiguity))
+    unknown = sorted({s for m in members for s in context.unknown_steps_of[m]})
+    if unknown:
+        return FreezeReason(Freeze.UNKNOWN_OPERATION, unknown[0], plan.steps[unknown[0]].parsed_operation.kind)
+    readers = sorted({s for m in members for s in flow.readers.get(m, ())})
+    writers = sorted({s for m in members for s in flow.writers.get(m, ())})
+    if not readers:
+        return FreezeReason(Freeze.NO_READER)
+    for step in readers + writers:
+        operation = plan.steps[step].parsed_operation
+        if not operation.is_mover and step not in kernel_steps:
+            kind = Freeze.READ_BY_KERNEL if step in readers else Freeze.WRITTEN_BY_KERNEL
+            return FreezeReason(kind, step, operation.kind)
+    if not kernel_steps and any(m in facts.amp_aligned for m in members):
+        return FreezeReason(Freeze.AMP_ALIGNED)
+    return None
+
+
+@lru_cache(maxsize=65536)
+def unknown_layout_parts(layout: str) -> tuple[str, ...]:
+    """`Layout.unknown_parts` of a layout string, looked up: unrolled copies repeat a handful of layouts."""
+    return parse_layout(layout).unknown_parts
+
+
+@lru_cache(maxsize=65536)
+def tiling_signature(rank: int, layout: Layout) -> tuple:
+    """How a tensor is cut and placed, independent of replicas and memory class."""
+    return tuple(
+        sorted(
+            (axis.axis.dimension(rank) if axis.axis.kind != "Linear" else -1, axis.partitions, axis.block_size, axis.tile_stride)
+            for axis in layout.axes
+            if axis.partitions > 1
+        )
+    )
+
+
+@dataclass(frozen=True)
+class Move:
+    """A mover step between a group member and a value outside the group."""
+
+    position: int
+    """The member's position in its group."""
+    outgoing: bool
+    """True when the member is the source (it is read), False when it is the result."""
+    other: Layout
+    other_shape: tuple[int, ...]
+    logical_bytes: int
+
+
+def moved_tensors(facts: PlanFacts, members: LayoutGroup) -> tuple[Move, ...]:
+    """Every mover step between a member and a non-member, with the other side's layout."""
+    values, flow = facts.plan.values, facts.flow
+    moved = []
+    for position, member in enumerate(members):
+        logical = prod(values[member].shape) * values[member].element_size
+        for step in (*flow.readers.get(member, ()), *flow.writers.get(member, ())):
+            step_flow = flow.steps[step]
+            outgoing = member in step_flow.reads or member in flow.bindings
+            for other in step_flow.writes if outgoing else step_flow.reads:
+                if other not in members:
+                    value = values[other]
+                    moved.append(Move(position, outgoing, value.parsed_layout, tuple(value.shape), logical))
+    return tuple(moved)
+
+
+def exchange_cost(facts: PlanFacts, members: LayoutGroup, moved: tuple[Move, ...], layouts: tuple[Layout, ...]) -> int:
+    """Bytes the group's mover steps send between tiles if its members take `layouts`.
+
+    From the tile mappings (`ipuplan.facts.exchange`) when both sides have one shape; between
+    shapes (slices, views, padding) the whole tensor unless both sides are tiled identically.
+    The other side is taken at its input layout, which keeps the cost linear in the choice.
+    """
+    total = 0
+    for move in moved:
+        value = facts.plan.values[members[move.position]]
+        own = layouts[move.position]
+        if tuple(value.shape) == move.other_shape:
+            source, target = (own, move.other) if move.outgoing else (move.other, own)
+            total += mapped_exchange_bytes(move.other_shape, value.element_size, source, target)
+        elif tiling_signature(len(value.shape), own) != tiling_signature(len(move.other_shape), move.other):
+            total += move.logical_bytes
+    return total
+
+
+def group_key(facts: PlanFacts, members: LayoutGroup, moved: tuple[Move, ...]) -> tuple:
+    """Everything a group's candidates depend on but its scratch: repeated layers and unrolled copies share them."""
+    values = facts.plan.values
+    return (tuple((values[m].layout, tuple(values[m].shape), values[m].precision, values[m].copies,
+                   m in facts.amp_aligned) for m in members), moved)
+
+
+ScratchRatio = tuple[int, int, int, int]
+"""(step, member position, standard ratio, interleaved ratio)."""
+
+
+class Frozen(Exception):
+    """Raised where a rule freezes a group in the middle of building its candidates."""
+
+    def __init__(self, reason: FreezeReason) -> None:
+        super().__init__(str(reason))
+        self.reason = reason
+
+
+def scratch_ratios(facts: PlanFacts, members: LayoutGroup) -> tuple[ScratchRatio, ...]:
+    """Steps whose scratch is a whole multiple of a member's shard keep that multiple (else Frozen)."""
+    plan, flow = facts.plan, facts.flow
+    ratios = []
+    for position, member in enumerate(members):
+        for step in flow.writers.get(member, ()):
+            scratch = plan.steps[step].scratch
+            if scratch.standard == scratch.interleaved == 0:
+                continue
+            shard = facts.estimate.values[member].shard_bytes
+            if len(flow.steps[step].writes) != 1 or shard == 0 or scratch.standard % shard or scratch.interleaved % shard:
+                raise Frozen(FreezeReason(Freeze.SCRATCH, step))
+            ratios.append((step, position, scratch.standard // shard, scratch.interleaved // shard))
+    return tuple(ratios)
+
+
+def scaled_scratch(ratios: tuple[ScratchRatio, ...], shard_bytes: tuple[int, ...]) -> tuple[tuple[int, int, int], ...]:
+    """(step, standard, interleaved) scratch for members with these shard sizes."""
+    return tuple(
+        (step, shard_bytes[position] * standard, shard_bytes[position] * interleaved)
+        for step, position, standard, interleaved in ratios
+    )
+
+
+def each_family(context: Context, groups: tuple[LayoutGroup, ...], families, decide) -> Decisions:
+    """Every family whose groups are all unclaimed, decided as one unit by `decide(context, family,
+    group_of, cache)`; a family sharing values with an earlier one is frozen (`cache` lets equal
+    families share their candidates)."""
+    group_of = {m: group for group in groups for m in group}
+    free, frozen, claimed = [], [], set()
+    cache: dict = {}
+    for family in families:
+        if any(role not in group_of for role in family.members):
+            continue
+        members = {m for role in family.members for m in group_of[role]}
+        if members & claimed:
+            reason = FreezeReason(Freeze.FAMILY_OVERLAP, family_step=family.gemm_step)
+            frozen.append(FrozenGroup(tuple(sorted(members - claimed)), reason))
+            continue
+        claimed |= members
+        group = decide(context, family, group_of, cache)
+        (free if isinstance(group, FreeGroup) else frozen).append(group)
+    return Decisions(tuple(free), tuple(frozen))

@@ -1,0 +1,155 @@
+"""What a freedom level produces: free groups with their candidates, frozen groups with a typed reason."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from ipuplan.facts.estimate import ValueBytes
+from ipuplan.plan.layout import Layout
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One way to lay out a group: everything a rewrite needs, and the bytes the model needs."""
+
+    layouts: tuple[Layout, ...]
+    """Per member of the group, in member order."""
+    value_bytes: tuple[ValueBytes, ...]
+    exchange_bytes: int
+    """Bytes the group's mover steps send between tiles under this choice (`rules.exchange_cost`)."""
+    scratch: tuple[tuple[int, int, int], ...] = ()
+    """(step, standard, interleaved): scratch of steps that depend on this choice."""
+    shapes: tuple[tuple[int, ...], ...] = ()
+    """Per member, when the choice changes shapes (a kernel family's partials); empty otherwise."""
+    operations: tuple[tuple[int, str], ...] = ()
+    """(step, operation text) rewritten by this choice (a Gemm's inner_block and output_columns)."""
+    label: str = ""
+
+    def shifted(self, offset: int) -> Candidate:
+        """The same choice for an equal group `offset` steps later: its scratch and operations move along.
+
+        Built directly rather than by `dataclasses.replace`, which costs more than the rest of a
+        repeated group's candidates together.
+        """
+        scratch = tuple([(step + offset, standard, interleaved) for step, standard, interleaved in self.scratch])
+        operations = tuple([(step + offset, text) for step, text in self.operations])
+        return Candidate(self.layouts, self.value_bytes, self.exchange_bytes, scratch, self.shapes, operations,
+                         self.label)
+
+    def with_scratch(self, scratch: tuple[tuple[int, int, int], ...]) -> Candidate:
+        """The same choice with the scratch of the steps that depend on it (built directly, as `shifted`)."""
+        return Candidate(self.layouts, self.value_bytes, self.exchange_bytes, scratch, self.shapes, self.operations,
+                         self.label)
+
+
+@dataclass(frozen=True)
+class FreeGroup:
+    members: tuple[int, ...]
+    candidates: tuple[Candidate, ...]
+    input_index: int
+    """The candidate that reproduces the input's layouts."""
+    kind: str = "storage"
+
+    @property
+    def input(self) -> Candidate:
+        return self.candidates[self.input_index]
+
+
+class Freeze(str, Enum):
+    """Why a group keeps its layout; each a rule of REPLAN.md's freedom levels."""
+
+    MEMBERS_DIFFER = "members (aliases or bound layers) have different layouts"
+    AMBIGUITY = "involved in an ambiguity (see ipuplan graph)"
+    UNKNOWN_OPERATION = "live at an operation ipuplan does not know"
+    UNKNOWN_LAYOUT = "a layout ipuplan does not know (kept verbatim)"
+    NO_READER = "no reader identified (a kernel may read it without it dying there)"
+    READ_BY_KERNEL = "read by"
+    WRITTEN_BY_KERNEL = "written by"
+    AMP_ALIGNED = "AMP-aligned Gemm operand"
+    SCRATCH = "scratch is not a whole multiple of its result's shard"
+    NO_SMALLER_LAYOUT = "no other legal layout is smaller"
+    FAMILY_OVERLAP = "shares values with another family"
+    NO_OTHER_SPLIT = "no other legal split"
+    BY_REQUEST = "pinned by request (--freeze or a pin file)"
+
+
+@dataclass(frozen=True)
+class FreezeReason:
+    kind: Freeze
+    step: int | None = None
+    """The step the rule points at (the ambiguous step, the kernel that reads the value, ...)."""
+    operation: str = ""
+    """The kind of that step's operation, where the rule names one."""
+    detail: str = ""
+    family_step: int | None = None
+    """The Gemm step of the family this reason froze, when it froze a whole family."""
+    value: int | None = None
+    """The family member the reason is about."""
+
+    @property
+    def group_label(self) -> str:
+        """The reason without step numbers and value ids, to group like with like."""
+        text = f"{self.kind.value} {self.operation}" if self.operation and self.kind in _NAMES_OPERATION else self.kind.value
+        return f"Gemm family: {text}" if self.family_step is not None else text
+
+    def in_family(self, gemm_step: int, value: int | None = None) -> FreezeReason:
+        return FreezeReason(self.kind, self.step, self.operation, self.detail, gemm_step, value)
+
+    def __str__(self) -> str:
+        text = self._own_text()
+        if self.family_step is None:
+            return text
+        about = f"value {self.value} " if self.value is not None else ""
+        return f"Gemm family at step {self.family_step}: {about}{text}"
+
+    def _own_text(self) -> str:
+        if self.kind in _NAMES_OPERATION:
+            return f"{self.kind.value} {self.operation} at step {self.step}"
+        if self.kind is Freeze.UNKNOWN_OPERATION:
+            return f"live at step {self.step}, an operation ipuplan does not know ({self.operation})"
+        if self.kind is Freeze.UNKNOWN_LAYOUT:
+            return f"a layout ipuplan does not know ({self.detail}), kept verbatim"
+        if self.kind is Freeze.AMBIGUITY:
+            return f"involved in an ambiguity: {self.detail}"
+        if self.kind is Freeze.SCRATCH:
+            return f"scratch of step {self.step} is not a whole multiple of its result's shard"
+        return self.kind.value
+
+
+_NAMES_OPERATION = frozenset({Freeze.READ_BY_KERNEL, Freeze.WRITTEN_BY_KERNEL})
+
+
+@dataclass(frozen=True)
+class FrozenGroup:
+    members: tuple[int, ...]
+    reason: FreezeReason
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """What one freedom level decided about the groups it claimed."""
+
+    free: tuple[FreeGroup, ...] = ()
+    frozen: tuple[FrozenGroup, ...] = ()
+
+    @property
+    def claimed(self) -> frozenset[int]:
+        return frozenset(m for group in (*self.free, *self.frozen) for m in group.members)
+
+
+@dataclass(frozen=True)
+class CandidateSpace:
+    scope: str
+    free: tuple[FreeGroup, ...]
+    frozen: tuple[FrozenGroup, ...]
+
+    @property
+    def candidate_count(self) -> int:
+        return sum(len(g.candidates) for g in self.free)
+
+    def reasons(self) -> dict[int, FreezeReason | None]:
+        """Value -> why it is frozen, or None when it is free, for every value the space decided about."""
+        found: dict[int, FreezeReason | None] = {m: None for g in self.free for m in g.members}
+        found.update({m: g.reason for g in self.frozen for m in g.members})
+        return found

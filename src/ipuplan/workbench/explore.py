@@ -1,0 +1,272 @@
+"""Batch exploration: optimise many finalist scopes, rank them, keep every result.
+
+Each plan runs in its own process (or Ray task); a failing plan becomes a row with its
+error and never stops the others (with best effort, a plan that cannot fit is written and its row
+says `best_effort`, with the reason). Outputs that are up to date (same input bytes, same
+settings, output still there) are not recomputed unless `force`.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from ipuplan.errors import InfeasibleBudget, IpuplanError, PlanError
+from ipuplan.facts.estimate import estimate
+from ipuplan.plan.format import load_plan, write_plan
+from ipuplan.plan.outputs import write_atomically
+from ipuplan.replan.options import OptimizeOptions
+from ipuplan.replan.pipeline import optimize
+
+SUMMARY_JSON = "summary.json"
+SUMMARY_CSV = "summary.csv"
+SUCCESS = frozenset({"optimal", "feasible", "unchanged"})
+
+
+class ExecutorMissing(IpuplanError):
+    """An executor whose optional dependency is not installed."""
+
+
+@dataclass(frozen=True)
+class ExploreRow:
+    scope: str
+    input: str
+    output: str | None
+    status: str
+    input_peak: int | None = None
+    optimized_peak: int | None = None
+    fits_before: bool | None = None
+    fits_after: bool | None = None
+    gap: float | None = None
+    exchange_added: int | None = None
+    """Exchange bytes the movers send beyond the input's (the `fit` objective's figure)."""
+    seconds: float = 0.0
+    error: str = ""
+    input_sha256: str = ""
+    output_sha256: str = ""
+    """Of the written output: a stored result is reused only while the file still has these bytes."""
+    settings: dict = field(default_factory=dict)
+    skipped: bool = False
+
+    @property
+    def reduction(self) -> float | None:
+        if self.input_peak is None or self.optimized_peak is None or self.input_peak == 0:
+            return None
+        return 1 - self.optimized_peak / self.input_peak
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status in SUCCESS
+
+
+def plan_paths(paths: Iterable[str | Path]) -> list[Path]:
+    """Files as given, directories expanded to their `*.json` plans (sorted)."""
+    found: list[Path] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            found += sorted(p for p in path.glob("*.json") if p.name not in (SUMMARY_JSON,))
+        elif path.exists():
+            found.append(path)
+        else:
+            raise PlanError("no such file or directory", source=str(path))
+    if not found:
+        raise PlanError("no plan files found", source=", ".join(map(str, paths)) or "(none)")
+    names = [p.name for p in found]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise PlanError(f"two inputs would write the same output name: {', '.join(duplicates)}", source="explore")
+    return found
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def explore_one(path: str, out_dir: str, options: OptimizeOptions) -> ExploreRow:
+    """Optimise one plan and write its result; every failure becomes the row's status and error."""
+    started = time.perf_counter()
+    source = Path(path)
+    output = Path(out_dir) / source.name
+    row = ExploreRow(scope=source.stem, input=str(source), output=None, status="error", settings=options.fingerprint())
+    try:
+        row = replace(row, input_sha256=_sha256(source))
+        plan = load_plan(source)
+        before = estimate(plan)
+        row = replace(row, scope=plan.scope, input_peak=before.raw_peak, fits_before=before.fits_budget)
+        result = optimize(plan, options)
+        write_plan(result.plan, output)
+        row = replace(row, output_sha256=_sha256(output))
+    except IpuplanError as error:
+        status = "infeasible" if isinstance(error, InfeasibleBudget) else "error"
+        located = error.at(source=str(source)) if isinstance(error, PlanError) else error
+        return replace(row, status=status, error=str(located), seconds=time.perf_counter() - started)
+    except OSError as error:
+        message = f"{error.filename or source}: {error.strerror}"
+        return replace(row, error=message, seconds=time.perf_counter() - started)
+    short = result.best_effort and not result.after.fits_budget
+    return replace(
+        row,
+        output=str(output),
+        status="best_effort" if short else "unchanged" if result.note else result.status.value,
+        error=result.explanation.line if short else "",
+        exchange_added=result.exchange_bytes_added,
+        optimized_peak=result.after.raw_peak,
+        fits_before=result.before.fits_budget,
+        fits_after=result.after.fits_budget,
+        gap=result.solve.gap,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def _previous_rows(out_dir: Path) -> dict[str, ExploreRow]:
+    try:
+        stored = json.loads((out_dir / SUMMARY_JSON).read_text())
+        return {row["input"]: ExploreRow(**{k: v for k, v in row.items() if k in ExploreRow.__dataclass_fields__})
+                for row in stored["rows"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def _up_to_date(previous: ExploreRow | None, path: Path, options: OptimizeOptions) -> bool:
+    """The stored row is for these input bytes and options, and its output still has the bytes it wrote."""
+    return (
+        previous is not None
+        and previous.succeeded
+        and previous.output is not None
+        and previous.settings == options.fingerprint()
+        and previous.input_sha256 == _sha256(path)
+        and previous.output_sha256 == _file_sha256(Path(previous.output))
+    )
+
+
+def _file_sha256(path: Path) -> str | None:
+    try:
+        return _sha256(path)
+    except OSError:
+        return None
+
+
+def ranked(rows: Iterable[ExploreRow]) -> list[ExploreRow]:
+    """Best optimised peak first; plans that failed last, in input order."""
+    rows = list(rows)
+    return sorted(rows, key=lambda r: (not r.succeeded, r.optimized_peak if r.succeeded else 0, rows.index(r)))
+
+
+def summary_rows(rows: Iterable[ExploreRow]) -> list[dict]:
+    return [{**asdict(row), "reduction": row.reduction, "rank": rank} for rank, row in enumerate(ranked(rows), 1)]
+
+
+def write_summaries(rows: list[ExploreRow], out_dir: Path) -> None:
+    """summary.json and summary.csv, each written atomically."""
+    records = summary_rows(rows)
+    write_atomically(out_dir / SUMMARY_JSON, json.dumps({"rows": records}, indent=2) + "\n")
+    columns = ["rank", "scope", "input", "output", "output_sha256", "status", "input_peak", "optimized_peak", "reduction",
+               "fits_before", "fits_after", "exchange_added", "gap", "seconds", "skipped", "error"]
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(records)
+    write_atomically(out_dir / SUMMARY_CSV, buffer.getvalue())
+
+
+def job_layout(jobs: int, cores: int | None = None) -> tuple[int, int]:
+    """(jobs, solver workers per job) with jobs x workers <= cores.
+
+    >>> job_layout(1, 2), job_layout(2, 2), job_layout(8, 2)
+    ((1, 2), (2, 1), (2, 1))
+    """
+    cores = max(1, cores or os.cpu_count() or 1)
+    jobs = max(1, min(jobs, cores))
+    return jobs, max(1, cores // jobs)
+
+
+def _run_local(todo: list[Path], out_dir: Path, options: OptimizeOptions, jobs: int, on_row) -> list[ExploreRow]:
+    if jobs == 1:
+        rows = []
+        for path in todo:
+            rows.append(explore_one(str(path), str(out_dir), options))
+            on_row(rows[-1])
+        return rows
+    rows = []
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(explore_one, str(path), str(out_dir), options) for path in todo]
+        for future in as_completed(futures):
+            rows.append(future.result())
+            on_row(rows[-1])
+    return rows
+
+
+def _run_ray(todo: list[Path], out_dir: Path, options: OptimizeOptions, address: str | None, on_row) -> list[ExploreRow]:
+    try:
+        import ray
+    except ImportError:
+        raise ExecutorMissing("the Ray executor needs the ray extra: pip install 'ipuplan[ray]'") from None
+    started_here = not ray.is_initialized()
+    if started_here:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    try:
+        remote = ray.remote(num_cpus=options.workers)(explore_one)
+        pending = [remote.remote(str(path), str(out_dir.resolve()), options) for path in todo]
+        rows = []
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            rows.append(ray.get(done[0]))
+            on_row(rows[-1])
+        return rows
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+def explore(
+    paths: Iterable[str | Path],
+    out_dir: str | Path,
+    options: OptimizeOptions | None = None,
+    *,
+    jobs: int = 1,
+    force: bool = False,
+    executor: str = "local",
+    address: str | None = None,
+    on_row: Callable[[ExploreRow], None] | None = None,
+    **option_values,
+) -> list[ExploreRow]:
+    """Optimise every plan into `out_dir` with `options` (or keyword values of its fields);
+    returns the rows ranked (best optimised peak first).
+
+    Solver workers per plan default to the cores each job gets (one on Ray); the worker count
+    is part of the fingerprint, since one worker means deterministic output.
+    """
+    files = plan_paths(paths)
+    out = Path(out_dir)
+    if any(path.parent.resolve() == out.resolve() for path in files):
+        raise PlanError("must not be a directory of input plans: outputs would overwrite them", source=str(out))
+    if executor not in ("local", "ray"):
+        raise PlanError(f"unknown executor {executor!r}; choose local or ray", source="explore")
+    out.mkdir(parents=True, exist_ok=True)
+    options = (options or OptimizeOptions()).with_values(**option_values)
+    jobs, solver_workers = job_layout(jobs)
+    options = options.with_values(workers=1 if executor == "ray" else min(options.workers or solver_workers, solver_workers))
+    previous = _previous_rows(out)
+    notify = on_row or (lambda row: None)
+    kept = {}
+    for path in files:
+        if not force and _up_to_date(previous.get(str(path)), path, options):
+            kept[str(path)] = replace(previous[str(path)], skipped=True)
+            notify(kept[str(path)])
+    todo = [path for path in files if str(path) not in kept]
+    if executor == "local":
+        fresh = _run_local(todo, out, options, jobs, notify)
+    else:
+        fresh = _run_ray(todo, out, options, address, notify)
+    by_input = {**kept, **{row.input: row for row in fresh}}
+    rows = ranked(by_input[str(path)] for path in files)
+    write_summaries(rows, out)
+    return rows

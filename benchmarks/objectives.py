@@ -25,7 +25,8 @@ from tables import print_table
 from ipuplan import InfeasibleBudget, load_plan
 from ipuplan.facts.check import check
 from ipuplan.facts.plan_facts import plan_facts
-from ipuplan.model.problem import problem_of, usage_of
+from ipuplan.model.build import problem_of
+from ipuplan.model.problem import usage_of
 from ipuplan.replan.options import OptimizeOptions
 from ipuplan.replan.pipeline import optimize
 from ipuplan.replan.sweep import sweep

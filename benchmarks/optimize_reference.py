@@ -25,7 +25,8 @@ from tables import print_table
 from ipuplan import load_plan
 from ipuplan.facts.estimate import estimate
 from ipuplan.facts.plan_facts import plan_facts
-from ipuplan.model.problem import problem_of, unneeded_changes, usage_of
+from ipuplan.model.build import problem_of, unneeded_changes
+from ipuplan.model.problem import usage_of
 from ipuplan.plan.layout import format_layout
 from ipuplan.solvers.greedy import greedy_choice
 from ipuplan.space.scopes import candidate_space

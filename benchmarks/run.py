@@ -25,7 +25,7 @@ from tables import print_table
 
 from ipuplan import InfeasibleBudget, Plan, load_plan, optimize
 from ipuplan.facts.plan_facts import plan_facts
-from ipuplan.model.problem import absolute_floor, problem_of
+from ipuplan.model.build import absolute_floor, problem_of
 from ipuplan.plan.budgets import Budgets
 from ipuplan.replan.rewrite import with_budgets, with_derived_fields
 from ipuplan.space.scopes import candidate_space

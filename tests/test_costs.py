@@ -9,7 +9,8 @@ import pytest
 
 from ipuplan.errors import BudgetError
 from ipuplan.facts.plan_facts import plan_facts
-from ipuplan.model.problem import Problem, StepRow, Usage, problem_of, step_rows, term_table, unneeded_changes, usage_of
+from ipuplan.model.build import problem_of, step_rows, unneeded_changes
+from ipuplan.model.problem import Problem, StepRow, Usage, term_table, usage_of
 from ipuplan.plan.budgets import Budgets, Limit, excess
 from ipuplan.space.scopes import candidate_space
 

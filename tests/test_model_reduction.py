@@ -8,7 +8,8 @@ import itertools
 import numpy as np
 import pytest
 
-from ipuplan.model.problem import Problem, StepRow, problem_of
+from ipuplan.model.build import problem_of
+from ipuplan.model.problem import Problem, StepRow
 from ipuplan.plan.budgets import Budgets
 from ipuplan.solvers import SolverSettings, SolveStatus, solve
 from ipuplan.solvers.cpsat import solve_reduced

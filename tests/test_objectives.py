@@ -18,7 +18,9 @@ from ipuplan.cli import app
 from ipuplan.errors import PlanError
 from ipuplan.facts.check import check
 from ipuplan.facts.plan_facts import plan_facts
-from ipuplan.model.problem import Objective, Problem, StepRow, problem_of, usage_of
+from ipuplan.model.build import problem_of
+from ipuplan.model.objective import Objective
+from ipuplan.model.problem import Problem, StepRow, usage_of
 from ipuplan.plan.budgets import Budgets, Limit
 from ipuplan.replan.explain import BudgetConflict
 from ipuplan.replan.pipeline import optimize

@@ -10,7 +10,8 @@ from ipuplan import InfeasibleBudget, dump_plan
 from ipuplan.facts.check import check
 from ipuplan.facts.estimate import estimate
 from ipuplan.facts.plan_facts import plan_facts
-from ipuplan.model.problem import absolute_floor, problem_of, unneeded_changes, usage_of
+from ipuplan.model.build import absolute_floor, problem_of, unneeded_changes
+from ipuplan.model.problem import usage_of
 from ipuplan.plan.budgets import Budgets
 from ipuplan.plan.layout import format_layout
 from ipuplan.replan.pipeline import optimize

@@ -10,7 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ipuplan.cli import app
-from ipuplan.model.problem import Objective, Problem, StepRow, usage_of
+from ipuplan.model.objective import Objective
+from ipuplan.model.problem import Problem, StepRow, usage_of
 from ipuplan.plan.budgets import Budgets
 from ipuplan.solvers import SolverSettings, SolveStatus, cpsat
 from ipuplan.solvers.construct import construct

@@ -15,7 +15,8 @@ from dataclasses import asdict, dataclass
 
 from ipuplan.errors import InfeasibleBudget
 from ipuplan.facts.plan_facts import PlanFacts
-from ipuplan.model.problem import Problem, StepRow, problem_of
+from ipuplan.model.build import problem_of
+from ipuplan.model.problem import Problem, StepRow
 from ipuplan.plan.budgets import Budgets, Limit
 from ipuplan.plan.layout import STANDARD
 from ipuplan.replan.options import OptimizeOptions

@@ -13,7 +13,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ipuplan.errors import IpuplanError
-from ipuplan.model.problem import Objective
+from ipuplan.model.objective import Objective
 from ipuplan.plan.budgets import Budgets
 from ipuplan.plan.format import Plan
 from ipuplan.solvers import Backend, SolverSettings

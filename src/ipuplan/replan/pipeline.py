@@ -15,7 +15,9 @@ from ipuplan.errors import PlanError
 from ipuplan.facts.check import check
 from ipuplan.facts.estimate import Estimate
 from ipuplan.facts.plan_facts import PlanFacts, plan_facts
-from ipuplan.model.problem import Objective, Problem, problem_of, solution_fingerprint
+from ipuplan.model.build import problem_of
+from ipuplan.model.objective import Objective
+from ipuplan.model.problem import Problem, solution_fingerprint
 from ipuplan.plan.budgets import Budgets, excess
 from ipuplan.plan.format import Plan
 from ipuplan.replan.explain import BudgetConflict, Explanation, explain

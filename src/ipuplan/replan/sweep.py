@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ipuplan.facts.plan_facts import plan_facts
-from ipuplan.model.problem import problem_of
+from ipuplan.model.build import problem_of
 from ipuplan.plan.format import Plan
 from ipuplan.replan.explain import BudgetConflict, explain
 from ipuplan.replan.options import OptimizeOptions

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ipuplan.model.problem import Objective, Problem, Usage
+from ipuplan.model.objective import Objective
+from ipuplan.model.problem import Problem, Usage
 
 MOVES = 4000
 """Repair moves at most: a deterministic cap (no clock); each move costs a sort of the rows' totals."""

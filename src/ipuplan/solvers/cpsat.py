@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 
 from ortools.sat.python import cp_model
 
-from ipuplan.model.problem import Objective, Problem, StepRow
+from ipuplan.model.objective import Objective
+from ipuplan.model.problem import Problem, StepRow
 from ipuplan.solvers.construct import construct, tie_bound, tie_value
 from ipuplan.solvers.linear import LinearRows, RuleRows, linear_rows
 from ipuplan.solvers.reduce import reduce

@@ -11,7 +11,8 @@ import time
 
 import numpy as np
 
-from ipuplan.model.problem import Objective, Problem, Usage
+from ipuplan.model.objective import Objective
+from ipuplan.model.problem import Problem, Usage
 from ipuplan.solvers.construct import GroupRows, repair
 from ipuplan.solvers.result import Progress, SolveResult, SolverSettings, SolveStatus
 

@@ -12,7 +12,8 @@ from dataclasses import replace
 import numpy as np
 
 from ipuplan.errors import IpuplanError
-from ipuplan.model.problem import Objective, Problem
+from ipuplan.model.objective import Objective
+from ipuplan.model.problem import Problem
 from ipuplan.solvers.linear import linear_rows
 from ipuplan.solvers.reduce import reduce
 from ipuplan.solvers.result import Progress, SolveResult, SolverSettings, SolveStatus

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
-from ipuplan.model.problem import Objective
+from ipuplan.model.objective import Objective
 
 Progress = Callable[[str, int, int, float], None]
 """Called on every improving solution: phase, objective, bound, seconds since the solve began."""

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import product
 from math import prod
 
+import numpy as np
+import pytest
+
 from ipuplan.facts.exchange import mapped_exchange_bytes, placement
+from ipuplan.plan.debug_syntax import Atom
+from ipuplan.plan.layout import STANDARD, Axis, AxisTiling, Layout
 
 
 def _bytes(plan, source_id, target_id):
@@ -43,3 +49,36 @@ def test_swapped_strides_send_all_but_the_shards_that_stay(reference_plan):
     # now on tile r + 729h: only (r=0, h=0) and (r=728, h=1) stay, 576 elements each
     total = prod(value.shape) * 2
     assert mapped_exchange_bytes(tuple(value.shape), 2, layout, swapped) == total - 2 * 576 * 2
+
+
+def _sent_element_by_element(shape, element_size, source, target):
+    """Bytes sent, one element and one target replica at a time, from the tile mappings `ipuplan.facts.exchange` describes."""
+    a, b = placement(shape, source), placement(shape, target)
+
+    def base(place, index):
+        return sum(min(i // extent, parts - 1) * stride for i, (extent, parts, stride) in zip(index, place.dimensions))
+
+    sent = 0
+    for index in product(*(range(size) for size in shape)):
+        held = {base(a, index) + r * a.span for r in range(a.replicas)}
+        sent += sum(base(b, index) + r * b.span not in held for r in range(b.replicas))
+    return sent * element_size
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_exchange_summed_per_distance_is_the_element_by_element_count(seed):
+    rng = np.random.default_rng(seed)
+
+    def random_layout(shape):
+        axes = tuple(
+            AxisTiling(Axis("FromStart", d), int(rng.integers(1, 5)), 1, int(block), int(block), 1, "Zero",
+                       None if rng.random() < 0.3 else int(rng.integers(1, 7)))
+            for d in range(len(shape)) for block in [rng.integers(1, 4)]
+        )
+        replicas = int(rng.integers(1, 4))
+        return Layout(Atom("RowMajor"), replicas * int(np.prod([a.partitions for a in axes])), replicas, axes, STANDARD)
+
+    for _ in range(40):
+        shape = tuple(int(s) for s in rng.integers(1, 13, size=int(rng.integers(1, 4))))
+        source, target = random_layout(shape), random_layout(shape)
+        assert mapped_exchange_bytes(shape, 2, source, target) == _sent_element_by_element(shape, 2, source, target)

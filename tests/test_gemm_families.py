@@ -1,4 +1,4 @@
-"""Gemm families: recognised, consistent on the reference plan, and inconsistencies are caught."""
+"""Gemm families (facts/gemm_families.py): recognised, consistent on the reference plan, and inconsistencies caught."""
 
 from __future__ import annotations
 
@@ -10,11 +10,9 @@ from reference import with_step, with_value
 from ipuplan.facts.check import check
 from ipuplan.facts.dataflow import dataflow
 from ipuplan.facts.gemm_families import IllegalSplit, Split, current_split, derive, family_problems, recognise_families
-from ipuplan.facts.plan_facts import plan_facts
 from ipuplan.plan.budgets import Budgets
 from ipuplan.plan.layout import format_layout, parse_layout
 from ipuplan.replan.rewrite import IllegalRewrite, rewrite
-from ipuplan.space.scopes import candidate_space
 
 
 @pytest.fixture(scope="module")
@@ -86,62 +84,11 @@ def test_check_catches_wrong_sum_scratch(reference_plan):
     assert any("Sum scratch" in str(m) for m in problems)
 
 
-def test_rewrite_refuses_an_inconsistent_family(reference_plan):
-    facts = plan_facts(reference_plan)
-    space = candidate_space(facts, "kernels")
+def test_rewrite_refuses_an_inconsistent_family(reference_plan, facts, spaces):
+    space = spaces["kernels"]
     group = next(g for g in space.free if g.kind == "kernel" and 137 in g.members)
     other = group.candidates[1]
     broken = replace(other, operations=())  # new layouts, old inner_block / output_columns
     space = replace(space, free=(replace(group, candidates=(group.candidates[0], broken)),), frozen=())
     with pytest.raises(IllegalRewrite, match="Gemm family"):
         rewrite(facts, space, (1,), Budgets.of(reference_plan))
-
-
-def test_kernel_candidates_start_with_the_input_split(reference_plan):
-    space = candidate_space(plan_facts(reference_plan), "kernels")
-    kernels = [g for g in space.free if g.kind == "kernel"]
-    assert len(kernels) == 10  # every recognised family, the MAP head's at step 72 included
-    for group in kernels:
-        first = group.candidates[0]
-        assert all(format_layout(x) == reference_plan.values[m].layout for m, x in zip(group.members, first.layouts))
-
-
-def test_kernel_scope_optimises_the_reference_plan_legally(reference_plan):
-    from ipuplan.replan.pipeline import optimize
-    from ipuplan.replan.rewrite import contract_violations
-
-    storage = optimize(reference_plan, workers=1, time_limit=10, scope="storage")
-    kernels = optimize(reference_plan, workers=1, time_limit=10, scope="kernels")
-    assert kernels.status.value == "optimal" and kernels.after.raw_peak == kernels.bound
-    assert kernels.after.raw_peak < storage.after.raw_peak
-    assert check(kernels.plan) == [] and contract_violations(reference_plan, kernels.plan) == []
-    resplit = [s.index for s, t in zip(reference_plan.steps, kernels.plan.steps) if s.operation != t.operation]
-    assert resplit and all(reference_plan.steps[i].parsed_operation.kind == "Gemm" for i in resplit)
-
-
-def test_attention_products_are_families_that_reproduce_their_input(reference_plan):
-    from ipuplan.facts.attention_families import attention_problems, current_head_split, derive_attention
-
-    facts = plan_facts(reference_plan)
-    found = {family.gemm_step: family for family in facts.attention}
-    assert sorted(found) == [24, 29, 82, 87]  # Q·Kᵀ and P·V of the encoder layer and of the MAP head
-    assert [found[s].reduces for s in (24, 29)] == [False, True]
-    for family in found.values():
-        assert attention_problems(reference_plan, family) == []
-        derived = derive_attention(reference_plan, family, current_head_split(reference_plan, family))
-        assert {v: format_layout(x) for v, x in derived.layouts.items()} == {
-            v: reference_plan.values[v].layout for v in derived.layouts
-        }
-
-
-@pytest.mark.parametrize(
-    ("step", "change"),
-    [
-        (29, lambda plan: with_step(plan, 29, operation=plan.steps[29].operation.replace("inner_block: 96", "inner_block: 48"))),
-        (24, lambda plan: with_value(plan, 141, layout=plan.values[141].layout.replace("partitions: 11", "partitions: 10"))),
-        (29, lambda plan: with_step(plan, 30, scratch=plan.steps[30].scratch.model_copy(update={"standard": 1280}))),
-    ],
-)
-def test_check_rejects_an_inconsistent_attention_family(reference_plan, step, change):
-    problems = _gemm_mismatches(change(reference_plan), step)
-    assert problems, f"step {step}: the broken attention family was not caught"

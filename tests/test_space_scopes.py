@@ -9,8 +9,9 @@ from reference import with_step
 
 from ipuplan.errors import IpuplanError
 from ipuplan.facts.plan_facts import plan_facts
-from ipuplan.space.scopes import UnknownScope, candidate_space
-from ipuplan.space.types import Freeze, FreezeReason
+from ipuplan.space import scopes
+from ipuplan.space.scopes import Level, Scope, UnknownScope, candidate_space, levels_of
+from ipuplan.space.types import Candidate, Decisions, FreeGroup, Freeze, FreezeReason
 
 
 def test_kernels_scope_adds_kernel_groups(spaces):
@@ -62,3 +63,60 @@ def test_an_unknown_operation_freezes_what_is_live_there(reference_plan, spaces)
     for value in free_before:
         reason = reasons[value]
         assert (reason.kind, reason.step, reason.operation) == (Freeze.UNKNOWN_OPERATION, step, "FancyFusedThing")
+
+
+def test_scopes_are_ordered_as_defined_narrowest_first():
+    assert tuple(Scope) == (Scope.STORAGE, Scope.KERNELS, Scope.FULL)
+    assert [scope.wider() for scope in Scope] == [(Scope.KERNELS, Scope.FULL), (Scope.FULL,), ()]
+
+
+@pytest.mark.parametrize(
+    ("scope", "keep_classes", "names"),
+    [
+        (Scope.STORAGE, False, ["storage"]),
+        (Scope.KERNELS, False, ["kernels", "storage"]),
+        (Scope.FULL, False, ["kernels", "attention", "classes", "retile"]),
+        (Scope.FULL, True, ["kernels", "attention", "retile"]),
+        (Scope.KERNELS, True, ["kernels", "storage"]),
+    ],
+)
+def test_each_scope_runs_its_registered_levels_in_registry_order(scope, keep_classes, names):
+    assert [level.name for level in levels_of(scope, keep_classes)] == names
+
+
+def test_every_level_is_registered_once():
+    names = [level.name for level in scopes.LEVELS]
+    assert len(names) == len(set(names))
+    assert len({level.decide for level in scopes.LEVELS}) == len(names)
+
+
+STUB_GROUP = (31,)
+"""A storage group free in every scope of the reference plan."""
+
+
+def stub_level(context, groups):
+    """Frees `STUB_GROUP` with its input layout as its only candidate."""
+    if STUB_GROUP not in groups:
+        return Decisions()
+    facts = context.facts
+    layouts = tuple(facts.plan.values[m].parsed_layout for m in STUB_GROUP)
+    sizes = tuple(facts.estimate.values[m] for m in STUB_GROUP)
+    return Decisions(free=(FreeGroup(STUB_GROUP, (Candidate(layouts, sizes, 0),), input_index=0, kind="stub"),))
+
+
+@pytest.fixture()
+def stub_registered(monkeypatch):
+    """A level registered by this test, first in the registry, for `kernels` and `full`; the registry restored after."""
+    monkeypatch.setattr(scopes, "LEVELS", (Level("stub", stub_level, (Scope.KERNELS, Scope.FULL)), *scopes.LEVELS))
+
+
+@pytest.mark.parametrize("scope", list(Scope))
+def test_a_level_registered_from_outside_decides_in_the_scopes_it_names(stub_registered, facts, scope):
+    space = candidate_space(facts, scope)
+    stubs = [group for group in space.free if group.kind == "stub"]
+    if scope is Scope.STORAGE:
+        assert stubs == [] and STUB_GROUP in [group.members for group in space.free]
+    else:
+        assert [(group.members, len(group.candidates)) for group in stubs] == [(STUB_GROUP, 1)]
+    counts = Counter(m for group in (*space.free, *space.frozen) for m in group.members)
+    assert counts == Counter(range(len(facts.plan.values)))

@@ -1,14 +1,16 @@
 """The candidate space: which values may change, and the layouts each may take.
 
 Strategy generation, apart from the solver (as XLA's auto-sharding splits it). A freedom
-level is one module with one function `(Context, unclaimed groups) -> Decisions`; a `Scope`
-runs its levels in order, each deciding about the groups the previous ones left, and the
-last one deciding about every group that remains. Adding a freedom level is its module and
-one line in `LEVELS`.
+level is one module with one function `(Context, unclaimed groups) -> Decisions`, registered
+once in `LEVELS` with the scopes that run it. A scope runs its levels in registry order, each
+deciding about the groups the previous ones left, the last one deciding about every group that
+remains. Adding a freedom level is its module and one `Level(...)` line in `LEVELS`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from enum import Enum
 
 from ipuplan.errors import IpuplanError
@@ -18,7 +20,7 @@ from ipuplan.space.levels.classes import class_level
 from ipuplan.space.levels.gemm import kernel_level
 from ipuplan.space.levels.retile import retile_level
 from ipuplan.space.levels.storage import storage_level
-from ipuplan.space.rules import context_of
+from ipuplan.space.rules import Context, LayoutGroup, context_of
 from ipuplan.space.types import (
     Candidate,
     CandidateSpace,
@@ -31,24 +33,54 @@ from ipuplan.space.types import (
 
 
 class Scope(str, Enum):
-    """Freedom levels, narrowest first; each includes the ones before it."""
+    """Freedom scopes, narrowest first: the order they are defined in IS the scope order, each wider
+    than the ones before it (`wider`)."""
 
     STORAGE = "storage"
     KERNELS = "kernels"
     FULL = "full"
 
-
-LEVELS = {
-    Scope.STORAGE: (storage_level,),
-    Scope.KERNELS: (kernel_level, storage_level),
-    Scope.FULL: (kernel_level, attention_level, class_level, retile_level),
-}
+    def wider(self) -> tuple[Scope, ...]:
+        """The scopes wider than this one, narrowest first."""
+        order = tuple(Scope)
+        return order[order.index(self) + 1:]
 
 
-def pinned_level(pinned: frozenset[int]):
+LevelFunction = Callable[[Context, tuple[LayoutGroup, ...]], Decisions]
+
+
+@dataclass(frozen=True)
+class Level:
+    """A freedom level: its name (what `keep_classes` and reports call it), its function, the scopes that run it."""
+
+    name: str
+    decide: LevelFunction
+    scopes: tuple[Scope, ...]
+
+
+CLASSES = "classes"
+"""The level `keep_classes` leaves out."""
+
+LEVELS: tuple[Level, ...] = (
+    Level("kernels", kernel_level, (Scope.KERNELS, Scope.FULL)),
+    Level("attention", attention_level, (Scope.FULL,)),
+    Level(CLASSES, class_level, (Scope.FULL,)),
+    Level("storage", storage_level, (Scope.STORAGE, Scope.KERNELS)),
+    Level("retile", retile_level, (Scope.FULL,)),
+)
+"""Every freedom level once, in the order a scope runs them: a level decides before the ones below it,
+and a level that decides about every group it is given (storage, retile) comes last in its scopes."""
+
+
+def levels_of(scope: Scope, keep_classes: bool = False) -> tuple[Level, ...]:
+    """The levels `scope` runs, in registry order; without the classes level when `keep_classes`."""
+    return tuple(level for level in LEVELS if scope in level.scopes and not (keep_classes and level.name == CLASSES))
+
+
+def pinned_level(pinned: frozenset[int]) -> LevelFunction:
     """A level that freezes, by request, every group holding a pinned value, and every family around it."""
 
-    def level(context, groups):
+    def level(context: Context, groups: tuple[LayoutGroup, ...]) -> Decisions:
         if not pinned:
             return Decisions()
         families = [f for f in context.facts.families if pinned.intersection(f.members)]
@@ -60,7 +92,7 @@ def pinned_level(pinned: frozenset[int]):
 
 
 class UnknownScope(IpuplanError, ValueError):
-    """A freedom level ipuplan does not offer."""
+    """A scope ipuplan does not offer."""
 
 
 def scope_named(name: str | Scope) -> Scope:
@@ -85,9 +117,8 @@ def candidate_space(
     remaining = context.groups
     free: list[FreeGroup] = []
     frozen: list[FrozenGroup] = []
-    levels = [level for level in LEVELS[scope] if not (keep_classes and level is class_level)]
-    for level in (pins, *levels):
-        decided = level(context, remaining)
+    for decide in (pins, *(level.decide for level in levels_of(scope, keep_classes))):
+        decided = decide(context, remaining)
         free += decided.free
         frozen += decided.frozen
         claimed = decided.claimed
@@ -96,6 +127,7 @@ def candidate_space(
 
 
 __all__ = [
+    "CLASSES",
     "LEVELS",
     "Candidate",
     "CandidateSpace",
@@ -104,8 +136,10 @@ __all__ = [
     "Freeze",
     "FreezeReason",
     "FrozenGroup",
+    "Level",
     "Scope",
     "UnknownScope",
     "candidate_space",
+    "levels_of",
     "scope_named",
 ]

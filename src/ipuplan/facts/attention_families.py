@@ -18,10 +18,17 @@ from math import prod
 
 from ipuplan.facts.dataflow import Dataflow
 from ipuplan.facts.estimate import shard_bytes
-from ipuplan.facts.gemm_families import IllegalSplit, NotAFamily, axis_positions, layout_problems, with_row_block
-from ipuplan.plan.debug_syntax import format_term
+from ipuplan.facts.gemm_families import (
+    IllegalSplit,
+    NotAFamily,
+    axis_positions,
+    inner_block_for,
+    inner_block_granule,
+    layout_problems,
+    with_row_block,
+)
 from ipuplan.plan.format import Plan, Value
-from ipuplan.plan.layout import Layout, ceil_div, element_size
+from ipuplan.plan.layout import Layout, ceil_div
 from ipuplan.plan.operation import parse_operation
 
 LEFT_ROLES = {"Amp(Left)": ("heads", "m", "k")}
@@ -113,11 +120,6 @@ def current_head_split(plan: Plan, family: AttentionFamily) -> HeadSplit:
     return HeadSplit(found["heads"], found["m"], found["n"], found.get("pk", 1))
 
 
-def _granule(plan: Plan, family: AttentionFamily) -> int:
-    multiply = plan.steps[family.gemm_step].parsed_operation.struct.get("multiply")
-    return max(1, 32 // element_size(format_term(multiply)))
-
-
 def inner_block(plan: Plan, family: AttentionFamily, k: int) -> int:
     """The K block cutting both operands' K into exactly `k` blocks of whole granules (IllegalSplit if none)."""
     if not family.reduces:
@@ -125,9 +127,9 @@ def inner_block(plan: Plan, family: AttentionFamily, k: int) -> int:
             raise IllegalSplit("Q·Kᵀ has no reduction: pK = 1")
         return plan.steps[family.gemm_step].parsed_operation.gemm_field("inner_block")
     sizes = [_dimension_of(plan.values[v], family.roles[v], "k") for v in (family.left, family.right)]
-    granule = _granule(plan, family)
-    block = ceil_div(ceil_div(max(sizes), k), granule) * granule
-    if any(ceil_div(size, block) != k for size in sizes):
+    granule = inner_block_granule(plan, family.gemm_step)
+    block = inner_block_for(max(sizes), k, granule)
+    if block is None or any(ceil_div(size, block) != k for size in sizes):
         raise IllegalSplit(f"pK={k} does not cut K={max(sizes)} into {k} blocks of a multiple of {granule}")
     return block
 

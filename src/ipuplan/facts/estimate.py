@@ -14,7 +14,7 @@ import numpy as np
 from ipuplan.facts.liveness import Liveness, live_entries, liveness
 from ipuplan.plan.budgets import Budgets
 from ipuplan.plan.format import Peak, Plan, Value
-from ipuplan.plan.layout import INTERLEAVED, STANDARD, Layout, ceil_div
+from ipuplan.plan.layout import INTERLEAVED, STANDARD, Layout, round_up
 
 GRANULE = {STANDARD: 16 * 1024, INTERLEAVED: 32 * 1024}
 AMP_ALIGNED_ORDERS = frozenset({"Amp(Left)", "Amp(TransposedLeft)"})
@@ -61,10 +61,9 @@ def shard_bytes(shape: list[int] | tuple[int, ...], element_size: int, layout: L
 
 
 def aligned_bytes(shard: int, memory_class: str, amp_aligned: bool) -> int:
-    if not amp_aligned:
-        return shard
-    granule = GRANULE[memory_class]
-    return ceil_div(shard, granule) * granule
+    """The bytes a shard takes: an AMP-aligned one rounded up to its class's granule (also every shard of
+    a numpy array at once, as the kernel levels size thousands of splits)."""
+    return round_up(shard, GRANULE[memory_class]) if amp_aligned else shard
 
 
 def amp_aligned_values(plan: Plan, live: Liveness) -> frozenset[int]:

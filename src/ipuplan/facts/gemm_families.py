@@ -20,7 +20,7 @@ from ipuplan.facts.dataflow import Dataflow
 from ipuplan.facts.estimate import shard_bytes
 from ipuplan.plan.debug_syntax import Call, Struct, format_term, int_atom
 from ipuplan.plan.format import Plan, Value
-from ipuplan.plan.layout import Layout, ceil_div, element_size
+from ipuplan.plan.layout import Layout, ceil_div, element_size, round_up
 from ipuplan.plan.operation import parse_operation
 
 LEFT_ORDERS = {"Amp(Left)": ("m", "k"), "Amp(TransposedLeft)": ("k", "m")}
@@ -181,10 +181,9 @@ def current_split(plan: Plan, family: KernelFamily) -> Split:
     return Split(k, m, n, sum_n, sum_m)
 
 
-def inner_block_granule(plan: Plan, family: KernelFamily) -> int:
-    """K blocks must be whole multiples of 32 bytes of the multiply precision."""
-    struct = plan.steps[family.gemm_step].parsed_operation.struct
-    multiply = struct.get("multiply")
+def inner_block_granule(plan: Plan, gemm_step: int) -> int:
+    """K blocks must be whole multiples of 32 bytes of the Gemm's multiply precision."""
+    multiply = plan.steps[gemm_step].parsed_operation.struct.get("multiply")
     return max(1, 32 // element_size(format_term(multiply)))
 
 
@@ -194,7 +193,7 @@ def inner_block_for(k_dimension: int, k: int, granule: int) -> int | None:
     >>> inner_block_for(1152, 4, 32), inner_block_for(588, 4, 32), inner_block_for(1152, 7, 32)
     (288, 160, None)
     """
-    block = ceil_div(ceil_div(k_dimension, k), granule) * granule
+    block = round_up(ceil_div(k_dimension, k), granule)
     return block if ceil_div(k_dimension, block) == k else None
 
 
@@ -278,7 +277,7 @@ def derive(plan: Plan, family: KernelFamily, split: Split) -> FamilyLayouts:
     values = plan.values
     left = values[family.left].parsed_layout
     k_dimension = values[family.left].shape[_dimension(values[family.left], left, family.left_axes["k"])]
-    granule = inner_block_granule(plan, family)
+    granule = inner_block_granule(plan, family.gemm_step)
     inner_block = inner_block_for(k_dimension, split.k, granule)
     if inner_block is None:
         raise IllegalSplit(f"pK={split.k} does not cut K={k_dimension} into {split.k} blocks of a multiple of {granule}")

@@ -53,6 +53,15 @@ def ceil_div(numerator: int, denominator: int) -> int:
     return -(-numerator // denominator)
 
 
+def round_up(amount: int, multiple: int) -> int:
+    """`amount` rounded up to a whole number of `multiple`s (elementwise on numpy arrays too).
+
+    >>> round_up(7, 4), round_up(8, 4), round_up(0, 4)
+    (8, 8, 0)
+    """
+    return ceil_div(amount, multiple) * multiple
+
+
 @dataclass(frozen=True)
 class Axis:
     """Which dimension an AxisTiling splits: `FromStart(k)`, `FromEnd(k)` or `Linear`."""
@@ -84,7 +93,7 @@ class AxisTiling:
     tile_stride: int | None
 
     def blocks(self, dim: int) -> int:
-        return ceil_div(ceil_div(dim, self.padding_multiple) * self.padding_multiple, self.block_size)
+        return ceil_div(round_up(dim, self.padding_multiple), self.block_size)
 
     def extent(self, dim: int) -> int:
         """Elements per shard along this axis (a whole number of blocks)."""

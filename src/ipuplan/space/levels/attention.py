@@ -17,10 +17,9 @@ from ipuplan.facts.attention_families import (
     derive_attention,
     inner_block,
 )
-from ipuplan.facts.estimate import GRANULE, value_bytes
+from ipuplan.facts.estimate import aligned_bytes, value_bytes
 from ipuplan.facts.gemm_families import IllegalSplit
 from ipuplan.facts.plan_facts import PlanFacts
-from ipuplan.plan.layout import ceil_div
 from ipuplan.space import rules
 from ipuplan.space.levels.gemm import MAX_SPLITS, AxisSizes, pareto_front, split_grid
 from ipuplan.space.levels.storage import partition_options
@@ -66,11 +65,8 @@ class _HeadSizer:
                     elements = elements * blocks
                 elif role != "pk":
                     elements = elements * sizer.extent(partitions[role])
-            shard = elements * values[v].element_size
-            if v in self.facts.amp_aligned:  # `estimate.aligned_bytes`, every shard at once
-                granule = GRANULE[values[v].memory_class]
-                shard = ceil_div(shard, granule) * granule
-            columns.append(shard)
+            columns.append(aligned_bytes(elements * values[v].element_size, values[v].memory_class,
+                                         v in self.facts.amp_aligned))
         return np.column_stack((*columns, (k + 1) * self.sum_shard))
 
 

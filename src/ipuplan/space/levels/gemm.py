@@ -11,7 +11,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ipuplan.facts.estimate import GRANULE, value_bytes
+from ipuplan.facts.estimate import aligned_bytes, value_bytes
 from ipuplan.facts.gemm_families import (
     IllegalSplit,
     KernelFamily,
@@ -85,7 +85,7 @@ class _Sizer:
         self.plan, self.family, self.aligned = plan, family, aligned
         values = plan.values
         self.k_dimension = self._dimension_size(family.left, family.left_axes["k"])
-        self.granule = inner_block_granule(plan, family)
+        self.granule = inner_block_granule(plan, family.gemm_step)
         self.m = self._axis(family.left, family.left_axes["m"])
         self.n = self._axis(family.right, family.right_axes["n"])
         self.sum_m = self._axis(family.sum_result, family.sum_axes["m"])
@@ -113,12 +113,8 @@ class _Sizer:
         return inner_block_for(self.k_dimension, k, self.granule)
 
     def _bytes(self, value_id: int, elements: np.ndarray) -> np.ndarray:
-        """`estimate.aligned_bytes` of every shard at once."""
-        shard = elements * self.size[value_id]
-        if value_id not in self.aligned:
-            return shard
-        granule = GRANULE[self.plan.values[value_id].memory_class]
-        return ceil_div(shard, granule) * granule
+        memory_class = self.plan.values[value_id].memory_class
+        return aligned_bytes(elements * self.size[value_id], memory_class, value_id in self.aligned)
 
     def sum_spreads(self, splits: np.ndarray, tiles: int) -> np.ndarray:
         """Per split (k, m, n), the (a, b) spreading pK over the Sum result's N and M with the smallest shard

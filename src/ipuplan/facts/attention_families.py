@@ -25,6 +25,8 @@ from ipuplan.facts.gemm_families import (
     inner_block_for,
     inner_block_granule,
     layout_problems,
+    sum_scratch,
+    sum_scratch_problems,
     with_row_block,
 )
 from ipuplan.plan.format import Plan, Value
@@ -180,7 +182,7 @@ def derive_attention(plan: Plan, family: AttentionFamily, split: HeadSplit) -> A
     scratch = None
     if family.reduces:
         total = values[family.sum_result]
-        scratch = (split.k + 1) * shard_bytes(total.shape, total.element_size, total.parsed_layout)
+        scratch = sum_scratch(split.k, shard_bytes(total.shape, total.element_size, total.parsed_layout))
     return AttentionLayouts(layouts, result_shape, text, scratch)
 
 
@@ -197,7 +199,5 @@ def attention_problems(plan: Plan, family: AttentionFamily) -> list[str]:
     if plan.steps[family.gemm_step].operation != expected.operation:
         problems.append(f"operation is not {expected.operation}")
     if family.reduces:
-        scratch = plan.steps[family.sum_step].scratch
-        if scratch.standard + scratch.interleaved != expected.sum_scratch:
-            problems.append(f"Sum scratch is not (pK+1) x shard = {expected.sum_scratch}")
+        problems += sum_scratch_problems(plan, family.sum_step, expected.sum_scratch)
     return problems

@@ -6,8 +6,9 @@ same tiling), `Copy` (right operand into the Gemm layout), `Gemm` (partials `[pK
 left (K: pK, M: pM, replicas pN); right (K: pK, N: pN, replicas pM); partials (N: pN,
 M: pM, axis 0: pK); the Sum result spreads a x b (a*b divides pK) over N and M;
 `inner_block` = the K block, `output_columns` = the right operand's columns per shard,
-Sum scratch = (pK + 1) * shard(result). This module recognises families, checks that a
-plan's layouts agree with one split, and derives every layout for another split.
+Sum scratch = (pK + 1) * shard(result) (`sum_scratch`, for attention products too). This module
+recognises families, checks that a plan's layouts agree with one split, and derives every layout
+for another split.
 """
 
 from __future__ import annotations
@@ -197,6 +198,29 @@ def inner_block_for(k_dimension: int, k: int, granule: int) -> int | None:
     return block if ceil_div(k_dimension, block) == k else None
 
 
+def sum_scratch(k, result_shard):
+    """The scratch of a `Sum { axis: 0 }` over pK = `k` partials: `k + 1` shards of its result (ints or arrays)."""
+    return (k + 1) * result_shard
+
+
+def sum_scratch_interleaved(plan: Plan, sum_step: int) -> bool:
+    """Whether the compiler put the Sum's scratch in interleaved memory; a re-split keeps it in that class."""
+    given = plan.steps[sum_step].scratch
+    return given.standard == 0 and given.interleaved > 0
+
+
+def placed_sum_scratch(plan: Plan, sum_step: int, amount: int) -> tuple[int, int, int]:
+    """(step, standard, interleaved): the Sum's scratch for another split, in the class the input put it in."""
+    return (sum_step, 0, amount) if sum_scratch_interleaved(plan, sum_step) else (sum_step, amount, 0)
+
+
+def sum_scratch_problems(plan: Plan, sum_step: int, expected: int) -> list[str]:
+    """The Sum's scratch, in whichever class, when it is not `expected` (`sum_scratch` of the plan's own split)."""
+    scratch = plan.steps[sum_step].scratch
+    total = scratch.standard + scratch.interleaved
+    return [] if total == expected else [f"Sum scratch {total} is not (pK+1) x shard = {expected}"]
+
+
 def family_problems(plan: Plan, family: KernelFamily) -> list[str]:
     """Every way the family's layouts, operation and scratch disagree with its own split."""
     split = current_split(plan, family)
@@ -211,10 +235,7 @@ def family_problems(plan: Plan, family: KernelFamily) -> list[str]:
     for key, value in (("inner_block", expected.inner_block), ("output_columns", expected.output_columns)):
         if operation.gemm_field(key) != value:
             problems.append(f"{key} {operation.gemm_field(key)} but split {_label(split)} needs {value}")
-    scratch = plan.steps[family.sum_step].scratch.standard + plan.steps[family.sum_step].scratch.interleaved
-    if scratch != expected.sum_scratch:
-        problems.append(f"Sum scratch {scratch} is not (pK+1) x shard = {expected.sum_scratch}")
-    return problems
+    return problems + sum_scratch_problems(plan, family.sum_step, expected.sum_scratch)
 
 
 def layout_problems(plan: Plan, expected: dict[int, Layout], split: str, order_rule: str) -> list[str]:
@@ -308,11 +329,11 @@ def derive(plan: Plan, family: KernelFamily, split: Split) -> FamilyLayouts:
     n_dimension = right_value.shape[_dimension(right_value, new_right, family.right_axes["n"])]
     output_columns = n_axis.extent(n_dimension)
     result = values[family.sum_result]
-    sum_scratch = (split.k + 1) * shard_bytes(result.shape, result.element_size, new_total)
+    scratch = sum_scratch(split.k, shard_bytes(result.shape, result.element_size, new_total))
     operation = parse_operation(plan.steps[family.gemm_step].operation)
     text = operation.with_gemm_fields(inner_block=inner_block, output_columns=output_columns).text
     partial_shape = (split.k, *values[family.partials].shape[1:])
-    return FamilyLayouts(layouts, partial_shape, inner_block, output_columns, sum_scratch, text)
+    return FamilyLayouts(layouts, partial_shape, inner_block, output_columns, scratch, text)
 
 
 def _dimension(value: Value, layout: Layout, position: int) -> int:

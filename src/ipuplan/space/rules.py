@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from math import prod
 
+from ipuplan.facts.estimate import ValueBytes, value_bytes
 from ipuplan.facts.exchange import mapped_exchange_bytes
+from ipuplan.facts.gemm_families import placed_sum_scratch
 from ipuplan.facts.plan_facts import PlanFacts
 from ipuplan.plan.layout import Layout, parse_layout
 from ipuplan.space.types import Decisions, FreeGroup, Freeze, FreezeReason, FrozenGroup
@@ -212,6 +214,27 @@ def scaled_scratch(ratios: tuple[ScratchRatio, ...], shard_bytes: tuple[int, ...
         (step, shard_bytes[position] * standard, shard_bytes[position] * interleaved)
         for step, position, standard, interleaved in ratios
     )
+
+
+def family_ratios(facts: PlanFacts, members: LayoutGroup, sum_step: int | None) -> tuple[ScratchRatio, ...]:
+    """`scratch_ratios` of a family's members but the Sum's: the family's split sets that one (`family_scratch`)."""
+    return tuple(ratio for ratio in scratch_ratios(facts, members) if ratio[0] != sum_step)
+
+
+def family_scratch(facts: PlanFacts, ratios: tuple[ScratchRatio, ...], sizes: tuple[ValueBytes, ...],
+                   sum_scratch: tuple[int, int] | None) -> tuple[tuple[int, int, int], ...]:
+    """A family candidate's scratch: the Sum's (`sum_scratch`: its step and bytes, if the family reduces) in the
+    class the input put it in, then the steps whose scratch scales with a member's shard."""
+    scaled = scaled_scratch(ratios, tuple(size.shard_bytes for size in sizes))
+    return scaled if sum_scratch is None else (placed_sum_scratch(facts.plan, *sum_scratch), *scaled)
+
+
+def reshaped_bytes(facts: PlanFacts, members: LayoutGroup, shapes: tuple[tuple[int, ...], ...],
+                   layouts: tuple[Layout, ...]) -> tuple[ValueBytes, ...]:
+    """Each member's bytes under its candidate layout and shape (a family's split may change its partials' pK)."""
+    values = facts.plan.values
+    return tuple(value_bytes(values[m].model_copy(update={"shape": list(shape)}), m in facts.amp_aligned, layout)
+                 for m, shape, layout in zip(members, shapes, layouts))
 
 
 def each_family(context: Context, groups: tuple[LayoutGroup, ...], families, decide) -> Decisions:

@@ -17,8 +17,8 @@ from ipuplan.facts.attention_families import (
     derive_attention,
     inner_block,
 )
-from ipuplan.facts.estimate import aligned_bytes, value_bytes
-from ipuplan.facts.gemm_families import IllegalSplit
+from ipuplan.facts.estimate import aligned_bytes
+from ipuplan.facts.gemm_families import IllegalSplit, sum_scratch, sum_scratch_interleaved
 from ipuplan.facts.plan_facts import PlanFacts
 from ipuplan.space import rules
 from ipuplan.space.levels.gemm import MAX_SPLITS, AxisSizes, pareto_front, split_grid
@@ -67,7 +67,7 @@ class _HeadSizer:
                     elements = elements * sizer.extent(partitions[role])
             columns.append(aligned_bytes(elements * values[v].element_size, values[v].memory_class,
                                          v in self.facts.amp_aligned))
-        return np.column_stack((*columns, (k + 1) * self.sum_shard))
+        return np.column_stack((*columns, sum_scratch(k, self.sum_shard)))
 
 
 def head_splits(facts: PlanFacts, family: AttentionFamily) -> list[HeadSplit]:
@@ -102,14 +102,8 @@ def _candidate(facts: PlanFacts, family: AttentionFamily, split: HeadSplit, memb
     values = facts.plan.values
     layouts = tuple(derived.layouts[role_of[m]] for m in members)
     shapes = tuple(derived.result_shape if role_of[m] == family.result else tuple(values[m].shape) for m in members)
-    sizes = tuple(value_bytes(values[m].model_copy(update={"shape": list(shape)}), m in facts.amp_aligned, layout)
-                  for m, shape, layout in zip(members, shapes, layouts))
-    scratch = rules.scaled_scratch(ratios, tuple(size.shard_bytes for size in sizes))
-    if family.reduces:
-        given = facts.plan.steps[family.sum_step].scratch
-        in_interleaved = given.standard == 0 and given.interleaved > 0
-        scratch = ((family.sum_step, *((0, derived.sum_scratch) if in_interleaved else (derived.sum_scratch, 0))),
-                   *scratch)
+    sizes = rules.reshaped_bytes(facts, members, shapes, layouts)
+    scratch = rules.family_scratch(facts, ratios, sizes, (family.sum_step, derived.sum_scratch) if family.reduces else None)
     label = f"heads {split.heads} pM={split.m} pN={split.n} pK={split.k}"
     return Candidate(layouts, sizes, rules.exchange_cost(facts, members, moved, layouts), scratch, shapes,
                      ((family.gemm_step, derived.operation),), label)
@@ -129,13 +123,12 @@ def _group_signature(facts: PlanFacts, family: AttentionFamily, members: rules.L
     """Everything a family's candidates depend on besides its splits, with steps relative to its Gemm."""
     values = facts.plan.values
     total = values[family.sum_result] if family.reduces else None
-    given = facts.plan.steps[family.sum_step].scratch if family.reduces else None
     return (
         tuple((values[m].layout, tuple(values[m].shape), values[m].precision, values[m].copies, m in facts.amp_aligned,
                family.members.index(role_of[m])) for m in members),
         tuple(family.roles[v] for v in family.members),
         None if total is None else (total.layout, tuple(total.shape), total.precision),
-        None if given is None else (family.sum_step - family.gemm_step, given.standard == 0 and given.interleaved > 0),
+        None if total is None else (family.sum_step - family.gemm_step, sum_scratch_interleaved(facts.plan, family.sum_step)),
         tuple((step - family.gemm_step, position, std, il) for step, position, std, il in ratios),
         moved,
     )
@@ -157,7 +150,7 @@ def attention_group(context: rules.Context, family: AttentionFamily, group_of: d
         if reason is not None:
             return FrozenGroup(members, reason.in_family(family.gemm_step, role))
     try:
-        ratios = tuple(r for r in rules.scratch_ratios(facts, members) if r[0] != family.sum_step)
+        ratios = rules.family_ratios(facts, members, family.sum_step)
     except rules.Frozen as frozen:
         return FrozenGroup(members, frozen.reason.in_family(family.gemm_step))
     moved = rules.moved_tensors(facts, members)

@@ -11,7 +11,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ipuplan.facts.estimate import aligned_bytes, value_bytes
+from ipuplan.facts.estimate import aligned_bytes
 from ipuplan.facts.gemm_families import (
     IllegalSplit,
     KernelFamily,
@@ -20,6 +20,8 @@ from ipuplan.facts.gemm_families import (
     derive,
     inner_block_for,
     inner_block_granule,
+    sum_scratch,
+    sum_scratch_interleaved,
 )
 from ipuplan.facts.plan_facts import PlanFacts
 from ipuplan.plan.format import Plan
@@ -32,10 +34,11 @@ from ipuplan.space.rules import (
     ScratchRatio,
     each_family,
     exchange_cost,
+    family_ratios,
+    family_scratch,
     freeze_reason,
     moved_tensors,
-    scaled_scratch,
-    scratch_ratios,
+    reshaped_bytes,
 )
 from ipuplan.space.types import Candidate, Decisions, FreeGroup, Freeze, FreezeReason, FrozenGroup
 
@@ -143,7 +146,7 @@ class _Sizer:
         source = () if family.left_source is None else (self._bytes(family.left_source, left),)
         return np.column_stack((*source, self._bytes(family.left, left),
                                 self._bytes(family.right, inner_blocks * self.n.extent(n) * base[family.right]),
-                                self._bytes(family.partials, partials), sum_shard, (k + 1) * sum_shard))
+                                self._bytes(family.partials, partials), sum_shard, sum_scratch(k, sum_shard)))
 
 
 def _with_spreads(sizer: _Sizer, splits: np.ndarray, tiles: int, fixed: tuple[int, int] | None) -> np.ndarray:
@@ -223,13 +226,8 @@ def _family_candidate(facts: PlanFacts, family: KernelFamily, split: Split, memb
     values = plan.values
     layouts = tuple(derived.layouts[role_of[m]] for m in members)
     shapes = tuple(tuple(derived.partial_shape) if role_of[m] == family.partials else tuple(values[m].shape) for m in members)
-    sizes = tuple(
-        value_bytes(values[m].model_copy(update={"shape": list(shape)}), m in facts.amp_aligned, layout)
-        for m, shape, layout in zip(members, shapes, layouts)
-    )
-    given = plan.steps[family.sum_step].scratch
-    sum_scratch = (0, derived.sum_scratch) if given.standard == 0 and given.interleaved > 0 else (derived.sum_scratch, 0)
-    scratch = ((family.sum_step, *sum_scratch),) + scaled_scratch(ratios, tuple(size.shard_bytes for size in sizes))
+    sizes = reshaped_bytes(facts, members, shapes, layouts)
+    scratch = family_scratch(facts, ratios, sizes, (family.sum_step, derived.sum_scratch))
     label = f"split pK={split.k} pM={split.m} pN={split.n}, Sum spread {split.sum_n}x{split.sum_m}"
     return Candidate(layouts, sizes, exchange_cost(facts, members, moved, layouts), scratch, shapes,
                      ((family.gemm_step, derived.operation),), label)
@@ -240,7 +238,6 @@ def _signature(facts: PlanFacts, family: KernelFamily, members, role_of, fixed, 
     plan = facts.plan
     values = plan.values
     roles = (family.left_source, family.left, family.right, family.partials, family.sum_result)
-    given = plan.steps[family.sum_step].scratch
     return (
         tuple((values[m].layout, tuple(values[m].shape), values[m].precision, values[m].copies, m in facts.amp_aligned,
                roles.index(role_of[m])) for m in members),
@@ -249,7 +246,7 @@ def _signature(facts: PlanFacts, family: KernelFamily, members, role_of, fixed, 
         tuple(roles.index(r) for r in fixed),
         tuple((step - family.gemm_step, position, std, il) for step, position, std, il in ratios),
         family.sum_step - family.gemm_step,
-        given.standard == 0 and given.interleaved > 0,
+        sum_scratch_interleaved(plan, family.sum_step),
         moved,
     )
 
@@ -272,7 +269,7 @@ def family_group(context: Context, family: KernelFamily, group_of: dict[int, Lay
     fixed = [role for role, reason in held.items() if reason is not None]
     moved = moved_tensors(facts, members)
     try:
-        ratios = tuple(r for r in scratch_ratios(facts, members) if r[0] != family.sum_step)
+        ratios = family_ratios(facts, members, family.sum_step)
     except Frozen as frozen:
         return FrozenGroup(members, frozen.reason.in_family(family.gemm_step))
     signature = _signature(facts, family, members, role_of, fixed, ratios, moved)

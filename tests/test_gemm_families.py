@@ -41,15 +41,15 @@ def test_derivation_reproduces_every_input_string(reference_plan, families):
         derived = derive(reference_plan, family, current_split(reference_plan, family))
         for value_id, layout in derived.layouts.items():
             assert format_layout(layout) == reference_plan.values[value_id].layout, (family.gemm_step, value_id)
-        assert derived.operation == reference_plan.steps[family.gemm_step].operation
-        assert derived.sum_scratch == reference_plan.steps[family.sum_step].scratch.standard
+        assert derived.operation == (family.gemm_step, reference_plan.steps[family.gemm_step].operation)
+        assert derived.sum_scratch == (family.sum_step, reference_plan.steps[family.sum_step].scratch.standard)
         assert family_problems(reference_plan, family) == []
 
 
 def test_another_split_is_consistent(reference_plan, families):
     family = families[0][12]
     derived = derive(reference_plan, family, Split(6, 5, 48, 2, 3))
-    assert (derived.inner_block, derived.output_columns, derived.partial_shape[0]) == (192, 80, 6)
+    assert (derived.inner_block, derived.output_columns, derived.result_shape[0]) == (192, 80, 6)
     with pytest.raises(IllegalSplit, match="32"):  # 1152 / 7 is no whole 32-byte block
         derive(reference_plan, family, Split(7, 5, 48))
 

@@ -19,19 +19,19 @@ from math import prod
 from ipuplan.facts.dataflow import Dataflow
 from ipuplan.facts.estimate import shard_bytes
 from ipuplan.facts.gemm_families import (
+    DerivedSplit,
     IllegalSplit,
     NotAFamily,
     axis_positions,
+    gemm_operation,
     inner_block_for,
     inner_block_granule,
-    layout_problems,
+    own_split_problems,
     sum_scratch,
-    sum_scratch_problems,
     with_row_block,
 )
 from ipuplan.plan.format import Plan, Value
 from ipuplan.plan.layout import Layout, ceil_div
-from ipuplan.plan.operation import parse_operation
 
 LEFT_ROLES = {"Amp(Left)": ("heads", "m", "k")}
 RIGHT_ROLES = {"Amp(TransposedRight)": ("heads", "n", "k"), "BlockMajor(Matrix)": ("heads", "k", "n")}
@@ -55,6 +55,9 @@ class HeadSplit:
     def stride(self, role: str) -> int:
         return {"heads": 1, "n": self.heads, "k": self.heads * self.n, "pk": self.heads * self.n,
                 "m": self.heads * self.n * self.k}[role]
+
+    def __str__(self) -> str:
+        return f"(heads={self.heads}, pM={self.m}, pN={self.n}, pK={self.k})"
 
 
 @dataclass(frozen=True)
@@ -141,14 +144,6 @@ def _dimension_of(value: Value, roles: tuple[str, ...], role: str) -> int:
     return value.shape[axis.axis.dimension(len(value.shape))]
 
 
-@dataclass(frozen=True)
-class AttentionLayouts:
-    layouts: dict[int, Layout]
-    result_shape: tuple[int, ...]
-    operation: str
-    sum_scratch: int | None
-
-
 def _member_layout(layout: Layout, roles: tuple[str, ...], split: HeadSplit, block: int, replicas: int) -> Layout:
     axes = []
     for role, axis in zip(roles, layout.axes):
@@ -162,7 +157,7 @@ def _member_layout(layout: Layout, roles: tuple[str, ...], split: HeadSplit, blo
     return replace(layout, axes=tuple(axes), replicas=replicas, tile_count=replicas * prod(a.partitions for a in axes))
 
 
-def derive_attention(plan: Plan, family: AttentionFamily, split: HeadSplit) -> AttentionLayouts:
+def derive_attention(plan: Plan, family: AttentionFamily, split: HeadSplit) -> DerivedSplit:
     """Every member's layout, the result's shape, the Gemm string and the Sum scratch for `split`."""
     if min(split.heads, split.m, split.n, split.k) < 1:
         raise IllegalSplit(f"split {split} has an empty axis")
@@ -177,27 +172,14 @@ def derive_attention(plan: Plan, family: AttentionFamily, split: HeadSplit) -> A
     n_axis = layouts[family.right].axes[roles.index("n")]
     output_columns = n_axis.extent(_dimension_of(right, roles, "n"))
     result_shape = (split.k, *values[family.result].shape[1:]) if family.reduces else tuple(values[family.result].shape)
-    text = parse_operation(plan.steps[family.gemm_step].operation).with_gemm_fields(
-        inner_block=block, output_columns=output_columns).text
     scratch = None
     if family.reduces:
         total = values[family.sum_result]
-        scratch = sum_scratch(split.k, shard_bytes(total.shape, total.element_size, total.parsed_layout))
-    return AttentionLayouts(layouts, result_shape, text, scratch)
+        scratch = (family.sum_step, sum_scratch(split.k, shard_bytes(total.shape, total.element_size, total.parsed_layout)))
+    return DerivedSplit(layouts, family.result, result_shape, block, output_columns,
+                        gemm_operation(plan, family.gemm_step, block, output_columns), scratch)
 
 
 def attention_problems(plan: Plan, family: AttentionFamily) -> list[str]:
     """Every way the family's layouts, result shape, operation and Sum scratch disagree with its own split."""
-    split = current_head_split(plan, family)
-    try:
-        expected = derive_attention(plan, family, split)
-    except IllegalSplit as problem:
-        return [str(problem)]
-    problems = layout_problems(plan, expected.layouts, str(split), "the K block (row_block)")
-    if tuple(plan.values[family.result].shape) != expected.result_shape:
-        problems.append(f"result {family.result} shape {plan.values[family.result].shape} is not {list(expected.result_shape)}")
-    if plan.steps[family.gemm_step].operation != expected.operation:
-        problems.append(f"operation is not {expected.operation}")
-    if family.reduces:
-        problems += sum_scratch_problems(plan, family.sum_step, expected.sum_scratch)
-    return problems
+    return own_split_problems(plan, family, current_head_split, derive_attention)

@@ -13,8 +13,10 @@ for another split.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from math import prod
+from typing import TypeVar
 
 from ipuplan.errors import IpuplanError
 from ipuplan.facts.dataflow import Dataflow
@@ -27,6 +29,8 @@ from ipuplan.plan.operation import parse_operation
 LEFT_ORDERS = {"Amp(Left)": ("m", "k"), "Amp(TransposedLeft)": ("k", "m")}
 RIGHT_ORDERS = {"BlockMajor(Matrix)": ("k", "n"), "BlockMajor(TransposedMatrix)": ("n", "k")}
 """Which of the last two dimensions is which, per order."""
+Family = TypeVar("Family")
+AnySplit = TypeVar("AnySplit")
 
 
 class IllegalSplit(IpuplanError, ValueError):
@@ -49,6 +53,9 @@ class Split:
     @property
     def tiles(self) -> int:
         return self.k * self.m * self.n
+
+    def __str__(self) -> str:
+        return f"(pK={self.k}, pM={self.m}, pN={self.n})"
 
 
 @dataclass(frozen=True)
@@ -222,36 +229,40 @@ def sum_scratch_problems(plan: Plan, sum_step: int, expected: int) -> list[str]:
 
 
 def family_problems(plan: Plan, family: KernelFamily) -> list[str]:
-    """Every way the family's layouts, operation and scratch disagree with its own split."""
-    split = current_split(plan, family)
+    """Every way the family's layouts, partials, operation and Sum scratch disagree with its own split."""
+    return own_split_problems(plan, family, current_split, derive)
+
+
+def own_split_problems(plan: Plan, family: Family, current_split_of: Callable[[Plan, Family], AnySplit],
+                       derive_split: Callable[[Plan, Family, AnySplit], DerivedSplit]) -> list[str]:
+    """Every way a family (Gemm or attention) disagrees with the derivation of its own split, which
+    `current_split_of(plan, family)` reads and `derive_split(plan, family, split)` derives."""
+    split = current_split_of(plan, family)
     try:
-        expected = derive(plan, family, split)
+        return split_problems(plan, derive_split(plan, family, split), str(split))
     except IllegalSplit as problem:
         return [str(problem)]
-    problems = layout_problems(plan, expected.layouts, _label(split), f"inner_block {expected.inner_block}")
-    if list(plan.values[family.partials].shape) != list(expected.partial_shape):
-        problems.append(f"partials {family.partials} shape {plan.values[family.partials].shape} is not [pK={split.k}, ...]")
-    operation = plan.steps[family.gemm_step].parsed_operation
-    for key, value in (("inner_block", expected.inner_block), ("output_columns", expected.output_columns)):
-        if operation.gemm_field(key) != value:
-            problems.append(f"{key} {operation.gemm_field(key)} but split {_label(split)} needs {value}")
-    return problems + sum_scratch_problems(plan, family.sum_step, expected.sum_scratch)
 
 
-def layout_problems(plan: Plan, expected: dict[int, Layout], split: str, order_rule: str) -> list[str]:
-    """Members whose tiling, or whose order (`order_rule` says what fixes it), differs from `expected`."""
+def split_problems(plan: Plan, expected: DerivedSplit, split: str) -> list[str]:
+    """Every way a family of `plan` disagrees with `expected`, the derivation of its own split (named `split`)."""
     problems = []
-    for value_id, layout in expected.items():
+    for value_id, layout in expected.layouts.items():
         actual = plan.values[value_id].parsed_layout
         if tiling_key(actual) != tiling_key(layout):
             problems.append(f"value {value_id} is not tiled as split {split} requires")
         elif actual.order != layout.order:
-            problems.append(f"value {value_id} order disagrees with {order_rule}")
+            problems.append(f"value {value_id} order disagrees with the K block (row_block {expected.inner_block})")
+    shape = plan.values[expected.result].shape
+    if tuple(shape) != expected.result_shape:
+        problems.append(f"result {expected.result} shape {shape} is not {list(expected.result_shape)}")
+    operation = plan.steps[expected.operation[0]].parsed_operation
+    for key, value in (("inner_block", expected.inner_block), ("output_columns", expected.output_columns)):
+        if operation.gemm_field(key) != value:
+            problems.append(f"{key} {operation.gemm_field(key)} but split {split} needs {value}")
+    if expected.sum_scratch is not None:
+        problems += sum_scratch_problems(plan, *expected.sum_scratch)
     return problems
-
-
-def _label(split: Split) -> str:
-    return f"(pK={split.k}, pM={split.m}, pN={split.n})"
 
 
 def tiling_key(layout: Layout) -> tuple:
@@ -260,13 +271,27 @@ def tiling_key(layout: Layout) -> tuple:
 
 
 @dataclass(frozen=True)
-class FamilyLayouts:
+class DerivedSplit:
+    """Everything one split of a Gemm family or attention product fixes: what a candidate writes, what `check`
+    compares a plan with."""
+
     layouts: dict[int, Layout]
-    partial_shape: tuple[int, ...]
+    """Member -> its layout."""
+    result: int
+    """The Gemm's result (partials `[pK, ...]`, or an attention product's scores): the member whose shape may change."""
+    result_shape: tuple[int, ...]
     inner_block: int
     output_columns: int
-    sum_scratch: int
-    operation: str
+    operation: tuple[int, str]
+    """(Gemm step, its operation text with this split's `inner_block` and `output_columns`)."""
+    sum_scratch: tuple[int, int] | None
+    """(Sum step, its scratch bytes); None when no Sum reduces the result."""
+
+
+def gemm_operation(plan: Plan, gemm_step: int, inner_block: int, output_columns: int) -> tuple[int, str]:
+    """(step, text): the Gemm's operation with another split's K block and columns per shard."""
+    operation = parse_operation(plan.steps[gemm_step].operation)
+    return gemm_step, operation.with_gemm_fields(inner_block=inner_block, output_columns=output_columns).text
 
 
 def _set_axis(layout: Layout, position: int, **changes) -> Layout:
@@ -288,13 +313,13 @@ def _finish(layout: Layout, replicas: int) -> Layout:
     return replace(layout, replicas=replicas, tile_count=replicas * prod(a.partitions for a in layout.axes))
 
 
-def derive(plan: Plan, family: KernelFamily, split: Split) -> FamilyLayouts:
+def derive(plan: Plan, family: KernelFamily, split: Split) -> DerivedSplit:
     """Every member's layout, the partials' shape, the Gemm string and the Sum scratch for `split`.
 
     Raises IllegalSplit when the split cannot be laid out.
     """
     if min(split.k, split.m, split.n, split.sum_n, split.sum_m) < 1 or split.k % (split.sum_n * split.sum_m):
-        raise IllegalSplit(f"split {_label(split)} with Sum spread {split.sum_n} x {split.sum_m} is not a split of pK")
+        raise IllegalSplit(f"split {split} with Sum spread {split.sum_n} x {split.sum_m} is not a split of pK")
     values = plan.values
     left = values[family.left].parsed_layout
     k_dimension = values[family.left].shape[_dimension(values[family.left], left, family.left_axes["k"])]
@@ -328,12 +353,11 @@ def derive(plan: Plan, family: KernelFamily, split: Split) -> FamilyLayouts:
     n_axis = new_right.axes[family.right_axes["n"]]
     n_dimension = right_value.shape[_dimension(right_value, new_right, family.right_axes["n"])]
     output_columns = n_axis.extent(n_dimension)
-    result = values[family.sum_result]
-    scratch = sum_scratch(split.k, shard_bytes(result.shape, result.element_size, new_total))
-    operation = parse_operation(plan.steps[family.gemm_step].operation)
-    text = operation.with_gemm_fields(inner_block=inner_block, output_columns=output_columns).text
-    partial_shape = (split.k, *values[family.partials].shape[1:])
-    return FamilyLayouts(layouts, partial_shape, inner_block, output_columns, scratch, text)
+    total = values[family.sum_result]
+    scratch = sum_scratch(split.k, shard_bytes(total.shape, total.element_size, new_total))
+    return DerivedSplit(layouts, family.partials, (split.k, *values[family.partials].shape[1:]), inner_block,
+                        output_columns, gemm_operation(plan, family.gemm_step, inner_block, output_columns),
+                        (family.sum_step, scratch))
 
 
 def _dimension(value: Value, layout: Layout, position: int) -> int:

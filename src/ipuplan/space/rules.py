@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from math import prod
 
-from ipuplan.facts.estimate import ValueBytes, value_bytes
+from ipuplan.facts.estimate import value_bytes
 from ipuplan.facts.exchange import mapped_exchange_bytes
-from ipuplan.facts.gemm_families import placed_sum_scratch
+from ipuplan.facts.gemm_families import DerivedSplit, placed_sum_scratch
 from ipuplan.facts.plan_facts import PlanFacts
 from ipuplan.plan.layout import Layout, parse_layout
-from ipuplan.space.types import Decisions, FreeGroup, Freeze, FreezeReason, FrozenGroup
+from ipuplan.space.types import Candidate, Decisions, FreeGroup, Freeze, FreezeReason, FrozenGroup
 
 LayoutGroup = tuple[int, ...]
 """Values that must share one layout (in-place aliases, a body argument and its layers)."""
@@ -221,20 +221,20 @@ def family_ratios(facts: PlanFacts, members: LayoutGroup, sum_step: int | None) 
     return tuple(ratio for ratio in scratch_ratios(facts, members) if ratio[0] != sum_step)
 
 
-def family_scratch(facts: PlanFacts, ratios: tuple[ScratchRatio, ...], sizes: tuple[ValueBytes, ...],
-                   sum_scratch: tuple[int, int] | None) -> tuple[tuple[int, int, int], ...]:
-    """A family candidate's scratch: the Sum's (`sum_scratch`: its step and bytes, if the family reduces) in the
-    class the input put it in, then the steps whose scratch scales with a member's shard."""
-    scaled = scaled_scratch(ratios, tuple(size.shard_bytes for size in sizes))
-    return scaled if sum_scratch is None else (placed_sum_scratch(facts.plan, *sum_scratch), *scaled)
-
-
-def reshaped_bytes(facts: PlanFacts, members: LayoutGroup, shapes: tuple[tuple[int, ...], ...],
-                   layouts: tuple[Layout, ...]) -> tuple[ValueBytes, ...]:
-    """Each member's bytes under its candidate layout and shape (a family's split may change its partials' pK)."""
+def split_candidate(facts: PlanFacts, members: LayoutGroup, role_of: dict[int, int], derived: DerivedSplit,
+                    moved: tuple[Move, ...], ratios: tuple[ScratchRatio, ...], label: str) -> Candidate:
+    """A family's candidate under one split: its members' layouts, shapes and bytes, the Sum's scratch in the class
+    the input put it in, then the scratch that scales with a member's shard, and the Gemm's new operation."""
     values = facts.plan.values
-    return tuple(value_bytes(values[m].model_copy(update={"shape": list(shape)}), m in facts.amp_aligned, layout)
-                 for m, shape, layout in zip(members, shapes, layouts))
+    layouts = tuple(derived.layouts[role_of[m]] for m in members)
+    shapes = tuple(derived.result_shape if role_of[m] == derived.result else tuple(values[m].shape) for m in members)
+    sizes = tuple(value_bytes(values[m].model_copy(update={"shape": list(shape)}), m in facts.amp_aligned, layout)
+                  for m, shape, layout in zip(members, shapes, layouts))
+    scratch = scaled_scratch(ratios, tuple(size.shard_bytes for size in sizes))
+    if derived.sum_scratch is not None:
+        scratch = (placed_sum_scratch(facts.plan, *derived.sum_scratch), *scratch)
+    return Candidate(layouts, sizes, exchange_cost(facts, members, moved, layouts), scratch, shapes,
+                     (derived.operation,), label)
 
 
 def each_family(context: Context, groups: tuple[LayoutGroup, ...], families, decide) -> Decisions:

@@ -99,14 +99,8 @@ def _candidate(facts: PlanFacts, family: AttentionFamily, split: HeadSplit, memb
         derived = derive_attention(facts.plan, family, split)
     except IllegalSplit:
         return None
-    values = facts.plan.values
-    layouts = tuple(derived.layouts[role_of[m]] for m in members)
-    shapes = tuple(derived.result_shape if role_of[m] == family.result else tuple(values[m].shape) for m in members)
-    sizes = rules.reshaped_bytes(facts, members, shapes, layouts)
-    scratch = rules.family_scratch(facts, ratios, sizes, (family.sum_step, derived.sum_scratch) if family.reduces else None)
     label = f"heads {split.heads} pM={split.m} pN={split.n} pK={split.k}"
-    return Candidate(layouts, sizes, rules.exchange_cost(facts, members, moved, layouts), scratch, shapes,
-                     ((family.gemm_step, derived.operation),), label)
+    return rules.split_candidate(facts, members, role_of, derived, moved, ratios, label)
 
 
 def _signature(facts: PlanFacts, family: AttentionFamily) -> tuple:

@@ -33,12 +33,10 @@ from ipuplan.space.rules import (
     LayoutGroup,
     ScratchRatio,
     each_family,
-    exchange_cost,
     family_ratios,
-    family_scratch,
     freeze_reason,
     moved_tensors,
-    reshaped_bytes,
+    split_candidate,
 )
 from ipuplan.space.types import Candidate, Decisions, FreeGroup, Freeze, FreezeReason, FrozenGroup
 
@@ -223,14 +221,8 @@ def _family_candidate(facts: PlanFacts, family: KernelFamily, split: Split, memb
         derived = derive(plan, family, split)
     except IllegalSplit:
         return None
-    values = plan.values
-    layouts = tuple(derived.layouts[role_of[m]] for m in members)
-    shapes = tuple(tuple(derived.partial_shape) if role_of[m] == family.partials else tuple(values[m].shape) for m in members)
-    sizes = reshaped_bytes(facts, members, shapes, layouts)
-    scratch = family_scratch(facts, ratios, sizes, (family.sum_step, derived.sum_scratch))
     label = f"split pK={split.k} pM={split.m} pN={split.n}, Sum spread {split.sum_n}x{split.sum_m}"
-    return Candidate(layouts, sizes, exchange_cost(facts, members, moved, layouts), scratch, shapes,
-                     ((family.gemm_step, derived.operation),), label)
+    return split_candidate(facts, members, role_of, derived, moved, ratios, label)
 
 
 def _signature(facts: PlanFacts, family: KernelFamily, members, role_of, fixed, ratios, moved) -> tuple:

@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
-import pytest
-from reference import with_step
+from dataclasses import replace
+from math import prod
 
-from ipuplan.facts.estimate import Budgets, estimate, shard_bytes
-from ipuplan.plan.layout import parse_layout
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from reference import with_step, with_value
+
+from ipuplan.facts.estimate import GRANULE, Budgets, estimate, shard_bytes, value_bytes
+from ipuplan.plan.debug_syntax import Atom
+from ipuplan.plan.format import ClassBytes
+from ipuplan.plan.layout import (
+    INTERLEAVED,
+    MEMORY_CLASSES,
+    PADDINGS,
+    STANDARD,
+    Axis,
+    AxisTiling,
+    Layout,
+    format_layout,
+    parse_layout,
+)
 
 
 def test_every_value_bytes(reference_plan):
@@ -73,3 +90,81 @@ def test_step_sums_match_a_plain_sum_over_each_live_set(reference_plan):
     for step in reference_plan.steps:
         live = [result.values[v].bytes for v in step.live if reference_plan.values[v].memory_class == "Ipu21Standard"]
         assert result.standard[step.index] == sum(live) + step.scratch.standard
+
+
+# Properties of the estimate on random tensors and layouts, each layout printed and parsed back by the grammar.
+
+PRECISIONS = ("F8F143 { scale_exponent: -4 }", "F16", "F32")
+
+
+@st.composite
+def tilings(draw, rank: int, least: int) -> tuple[AxisTiling, ...]:
+    """A Linear axis alone, or at least `least` axes over distinct dimensions, each named from the start or the end."""
+    def tiling(axis: Axis) -> AxisTiling:
+        block = draw(st.integers(1, 8))
+        return AxisTiling(axis, draw(st.integers(1, 8)), 1, block, draw(st.integers(1, 16)), 1,
+                          draw(st.sampled_from(PADDINGS)), None)
+
+    if draw(st.booleans()):
+        return (tiling(Axis("Linear")),)
+    dimensions = draw(st.lists(st.integers(0, rank - 1), unique=True, min_size=least, max_size=rank))
+    return tuple(tiling(Axis("FromStart", d) if draw(st.booleans()) else Axis("FromEnd", rank - d)) for d in dimensions)
+
+
+@st.composite
+def tensors(draw, least_axes: int = 0) -> tuple[tuple[int, ...], Layout]:
+    shape = tuple(draw(st.lists(st.integers(1, 48), min_size=1, max_size=4)))
+    axes = draw(tilings(len(shape), least_axes))
+    replicas = draw(st.integers(1, 3))
+    layout = Layout(Atom("RowMajor"), replicas * prod(a.partitions for a in axes), replicas, axes,
+                    draw(st.sampled_from(MEMORY_CLASSES)))
+    return shape, parse_layout(format_layout(layout))
+
+
+@given(tensors(), st.sampled_from(PRECISIONS), st.integers(1, 4), st.booleans())
+def test_bytes_are_aligned_bytes_times_copies_and_aligned_bytes_whole_granules(reference_plan, tensor, precision,
+                                                                               copies, amp_aligned):
+    shape, layout = tensor
+    value = reference_plan.values[0].model_copy(
+        update={"shape": list(shape), "precision": precision, "layout": format_layout(layout), "copies": copies})
+    sizes = value_bytes(value, amp_aligned)
+    assert sizes.shard_bytes == shard_bytes(shape, value.element_size, layout) > 0
+    assert sizes.bytes == sizes.aligned_bytes * copies
+    granule = GRANULE[layout.memory_class]
+    if amp_aligned:
+        assert sizes.aligned_bytes % granule == 0 and 0 <= sizes.aligned_bytes - sizes.shard_bytes < granule
+    else:
+        assert sizes.aligned_bytes == sizes.shard_bytes
+
+
+@given(tensors(least_axes=1), st.data())
+def test_more_partitions_never_make_a_larger_shard(tensor, data):
+    shape, layout = tensor
+    position = data.draw(st.integers(0, len(layout.axes) - 1), label="axis")
+    axis = layout.axes[position]
+    more = replace(axis, partitions=axis.partitions + data.draw(st.integers(1, 8), label="more"))
+    finer = replace(layout, axes=(*layout.axes[:position], more, *layout.axes[position + 1:]))
+    assert shard_bytes(shape, 2, finer) <= shard_bytes(shape, 2, layout)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.data())
+def test_step_usage_is_its_live_values_bytes_plus_its_scratch(reference_plan, data):
+    """On the reference plan with values moved to the other class, copies changed and scratch redrawn."""
+    plan = reference_plan
+    count = len(plan.values)
+    for value_id in data.draw(st.lists(st.integers(0, count - 1), unique=True, max_size=20), label="changed values"):
+        value = plan.values[value_id]
+        other = next(c for c in MEMORY_CLASSES if c != value.memory_class)
+        layout = format_layout(replace(value.parsed_layout, memory_class=other))
+        plan = with_value(plan, value_id, layout=layout, memory_class=other, copies=data.draw(st.integers(1, 3)))
+    for step in data.draw(st.lists(st.integers(0, len(plan.steps) - 1), unique=True, max_size=10), label="steps"):
+        scratch = ClassBytes(standard=data.draw(st.integers(0, 10**6)), interleaved=data.draw(st.integers(0, 10**6)))
+        plan = with_step(plan, step, scratch=scratch)
+    result = estimate(plan)
+    for step in plan.steps:
+        live = [plan.values[v] for v in step.live]
+        standard = sum(result.values[v.id].bytes for v in live if v.memory_class == STANDARD)
+        interleaved = sum(result.values[v.id].bytes for v in live if v.memory_class == INTERLEAVED)
+        assert result.standard[step.index] == standard + step.scratch.standard
+        assert result.interleaved[step.index] == interleaved + step.scratch.interleaved

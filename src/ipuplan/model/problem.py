@@ -205,6 +205,13 @@ class Problem:
     def exchange_of(self, choice: tuple[int, ...]) -> int:
         return sum(self.exchange[g][c] for g, c in enumerate(choice))
 
+    @cached_property
+    def tie_weight(self) -> int:
+        """What one exchange byte weighs against one changed value in `exchange x weight + changed values`,
+        the objective's terms after the peak as one figure: more than every value changing at once, so the
+        exchange decides and the changed values only break its ties."""
+        return sum(self.group_sizes) + 1
+
     def changed_of(self, choice: tuple[int, ...]) -> int:
         return sum(size for size, c, i in zip(self.group_sizes, choice, self.input_choice) if c != i)
 
@@ -217,5 +224,3 @@ def solution_fingerprint(choice: tuple[int, ...]) -> str:
 def usage_of(rows: tuple[StepRow, ...], choice: tuple[int, ...]) -> Usage:
     """Per-row usage of any rows (`Problem.usage` keeps the table of its own rows)."""
     return term_table(rows).usage(choice)
-
-

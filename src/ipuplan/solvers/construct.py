@@ -39,8 +39,7 @@ class GroupRows:
 
 def tie_costs(problem: Problem) -> list[np.ndarray]:
     """Per group, per candidate: exchange x weight + changed values (the objective's terms after the peak)."""
-    weight = sum(problem.group_sizes) + 1
-    return [np.array(costs, dtype=np.int64) * weight + np.where(np.arange(len(costs)) == original, 0, size)
+    return [np.array(costs, dtype=np.int64) * problem.tie_weight + np.where(np.arange(len(costs)) == original, 0, size)
             for costs, original, size in zip(problem.exchange, problem.input_choice, problem.group_sizes)]
 
 

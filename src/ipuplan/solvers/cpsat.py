@@ -17,12 +17,12 @@ from dataclasses import dataclass, replace
 
 from ortools.sat.python import cp_model
 
-from ipuplan.model.objective import Objective
+from ipuplan.model.objective import OBJECTIVES, Objective, Term
 from ipuplan.model.problem import Problem, StepRow
 from ipuplan.solvers.construct import construct, tie_bound, tie_value
 from ipuplan.solvers.linear import LinearRows, RuleRows, linear_rows
-from ipuplan.solvers.reduce import reduce
-from ipuplan.solvers.result import FrontPoint, Progress, SolveResult, SolverSettings, SolveStatus
+from ipuplan.solvers.reduce import on_undominated
+from ipuplan.solvers.result import FrontPoint, Progress, SolveResult, SolverSettings, SolveStatus, model_size
 from ipuplan.solvers.windows import WindowBound, window_bound
 
 STATUS = {
@@ -52,6 +52,11 @@ class LayoutChoices:
     problem: Problem | None = None
     shared: tuple[cp_model.IntVar, ...] = ()
     """One integer per shared sum of merged terms (`rows.sums`)."""
+
+    @property
+    def ties(self) -> cp_model.LinearExpr:
+        """The objective's terms after the peak as one: exchange bytes x tie weight + changed values."""
+        return self.exchange * self.problem.tie_weight + self.changed
 
     def chosen(self, solver: cp_model.CpSolver) -> tuple[int, ...]:
         return chosen_candidates(solver, self.choose)
@@ -249,10 +254,10 @@ class Phase:
 
 
 def phases(choices: LayoutChoices, problem: Problem, objective: Objective) -> list[Phase]:
-    """The objective's terms in order (costs.OBJECTIVES); soft budgets put the total excess first."""
-    weight = sum(problem.group_sizes) + 1
-    exchange = Phase("exchange", choices.exchange * weight + choices.changed, weight)
-    ordered = [Phase("peak", choices.peak), exchange] if objective == Objective.PEAK else [exchange]
+    """The objective's terms in order (`OBJECTIVES`), exchange and changed values as one phase (`ties`);
+    soft budgets put the total excess first."""
+    exchange = Phase("exchange", choices.ties, problem.tie_weight)
+    ordered = [Phase("peak", choices.peak), exchange] if Term.PEAK in OBJECTIVES[objective] else [exchange]
     return ([Phase("excess", sum(choices.over))] if choices.over else []) + ordered
 
 
@@ -350,8 +355,7 @@ def _no_worse_than_hint(choices: LayoutChoices, problem: Problem, begun: Start, 
     if objective == Objective.PEAK:
         choices.model.add(choices.peak <= usage.peak)
     else:
-        choices.model.add(choices.exchange * (sum(problem.group_sizes) + 1) + choices.changed
-                          <= tie_value(problem, begun.choice))
+        choices.model.add(choices.ties <= tie_value(problem, begun.choice))
 
 
 def _constructed_result(problem: Problem, begun: Start, settings: SolverSettings, status: SolveStatus, timing: dict,
@@ -363,13 +367,6 @@ def _constructed_result(problem: Problem, begun: Start, settings: SolverSettings
                        changed_values=problem.changed_of(begun.choice), objective=settings.objective,
                        exchange_bound=problem.exchange_of(begun.choice) if status == SolveStatus.OPTIMAL
                        and settings.objective == Objective.FIT else None, constructed=begun.constructed, **timing, **sizes)
-
-
-def solve(problem: Problem, settings: SolverSettings, progress: Progress | None = None, soft: bool = False) -> SolveResult:
-    """`solve_reduced` over the undominated candidates (`reduce`), its choice mapped back to the problem's."""
-    reduced = reduce(problem)
-    result = solve_reduced(reduced.problem, settings, progress, soft)
-    return replace(result, choice=reduced.lift(result.choice), candidates_dropped=reduced.dropped)
 
 
 def solve_reduced(problem: Problem, settings: SolverSettings, progress: Progress | None = None,
@@ -385,10 +382,14 @@ def solve_reduced(problem: Problem, settings: SolverSettings, progress: Progress
     if progress is not None and solved:
         progress("windows", problem.usage(begun.choice).peak, begun.bound, time.perf_counter() - started)
     if begun.windows is not None and begun.windows.infeasible:
-        return SolveResult(SolveStatus.INFEASIBLE, problem.input_choice, None, begun.bound, 0.0,
-                           time.perf_counter() - started, None, 0, 0, len(problem.rows), problem.steps_total,
-                           objective=settings.objective, windows=solved)
+        return SolveResult(SolveStatus.INFEASIBLE, problem.input_choice, None, begun.bound,
+                           solve_seconds=time.perf_counter() - started, first_solution_seconds=None,
+                           objective=settings.objective, windows=solved, **model_size(problem))
     return replace(_solve_from(problem, settings, progress, soft, begun, started), windows=solved)
+
+
+solve = on_undominated(solve_reduced)
+"""`solve(problem, settings, progress, soft=False)`: `solve_reduced` over the undominated candidates."""
 
 
 def _solve_from(problem: Problem, settings: SolverSettings, progress: Progress | None, soft: bool, begun: Start,
@@ -398,9 +399,7 @@ def _solve_from(problem: Problem, settings: SolverSettings, progress: Progress |
         if progress is not None:
             progress("constructive", problem.usage(begun.choice).peak, begun.bound, elapsed)
         return _constructed_result(problem, begun, settings, SolveStatus.OPTIMAL, {
-            "solve_seconds": elapsed, "first_solution_seconds": elapsed}, {
-            "variables": 0, "constraints": 0, "steps_kept": len(problem.rows), "steps_total": problem.steps_total,
-            "build_seconds": 0.0})
+            "solve_seconds": elapsed, "first_solution_seconds": elapsed}, model_size(problem))
     choices = build_model(problem, soft)
     choices.hint(begun.choice)
     ordered = phases(choices, problem, settings.objective)
@@ -410,10 +409,7 @@ def _solve_from(problem: Problem, settings: SolverSettings, progress: Progress |
         ordered = [phase for phase in ordered if phase.name != "peak"]
     built = time.perf_counter()
     proto = choices.model.proto
-    sizes = {"variables": len(proto.variables), "constraints": len(proto.constraints), "steps_kept": len(problem.rows),
-             "steps_total": problem.steps_total, "build_seconds": built - started,
-             "entries_before": choices.rows.plain_entries, "entries": choices.terms,
-             "terms_merged": choices.rows.merged_terms}
+    sizes = model_size(problem, len(proto.variables), len(proto.constraints), built - started, choices.rows)
     outcomes, choice, first = run_phases(choices, ordered, settings, progress, built)
     timing = {"solve_seconds": time.perf_counter() - built, "first_solution_seconds": first}
     if choice is None and outcomes[0].status == SolveStatus.NO_SOLUTION and (

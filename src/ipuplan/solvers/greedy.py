@@ -14,7 +14,7 @@ import numpy as np
 from ipuplan.model.objective import Objective
 from ipuplan.model.problem import Problem, Usage
 from ipuplan.solvers.construct import GroupRows, repair
-from ipuplan.solvers.result import Progress, SolveResult, SolverSettings, SolveStatus
+from ipuplan.solvers.result import Progress, SolveResult, SolverSettings, SolveStatus, model_size
 
 
 def greedy_choice(problem: Problem, objective: Objective = Objective.PEAK) -> tuple[int, ...]:
@@ -65,8 +65,7 @@ def solve(problem: Problem, settings: SolverSettings, progress: Progress | None 
     seconds = time.perf_counter() - started
     if progress is not None:
         progress("greedy", usage.peak, bound, seconds)
-    sizes = {"variables": 0, "constraints": 0, "steps_kept": len(problem.rows), "steps_total": problem.steps_total,
-                 "build_seconds": 0.0, "solve_seconds": seconds, "first_solution_seconds": seconds}
+    sizes = {**model_size(problem), "solve_seconds": seconds, "first_solution_seconds": seconds}
     if usage.violation(problem.limits):
         return SolveResult(SolveStatus.NO_SOLUTION, problem.input_choice, None, bound, objective=settings.objective,
                            **sizes)

@@ -7,16 +7,16 @@ The `fit` objective is phase 2 alone, under the budgets.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 
 import numpy as np
 
 from ipuplan.errors import IpuplanError
 from ipuplan.model.objective import Objective
 from ipuplan.model.problem import Problem
+from ipuplan.solvers.construct import tie_costs
 from ipuplan.solvers.linear import linear_rows
-from ipuplan.solvers.reduce import reduce
-from ipuplan.solvers.result import Progress, SolveResult, SolverSettings, SolveStatus
+from ipuplan.solvers.reduce import on_undominated
+from ipuplan.solvers.result import Progress, SolveResult, SolverSettings, SolveStatus, model_size
 
 
 class HighsMissing(IpuplanError):
@@ -67,7 +67,9 @@ def _matrix(problem: Problem, peak_cap: int | None):
 
 
 def _run(problem: Problem, objective: np.ndarray, peak_cap: int | None, seconds: float):
+    """(HiGHS's result, the choice or None, the model's size fields) of one MIP over the booleans and the peak."""
     Bounds, LinearConstraint, milp, _ = _milp()
+    started = time.perf_counter()
     matrix, lower, upper, rows = _matrix(problem, peak_cap)
     count = matrix.shape[1]
     integrality = np.zeros(count)
@@ -75,22 +77,19 @@ def _run(problem: Problem, objective: np.ndarray, peak_cap: int | None, seconds:
     bounds = Bounds(np.concatenate([np.zeros(rows.booleans + rows.sums.count), [problem.lower_bound()]]),
                     np.concatenate([np.ones(rows.booleans), rows.sums.upper, [np.inf]]))
     full = np.concatenate([objective[:-1], np.zeros(rows.sums.count), objective[-1:]])
+    sizes = model_size(problem, count, matrix.shape[0], time.perf_counter() - started, rows)
     result = milp(full, constraints=LinearConstraint(matrix, lower, upper), integrality=integrality,
                   bounds=bounds, options={"time_limit": max(seconds, 0.1), "disp": False, "mip_rel_gap": 0.0})
     if result.x is None:
-        return result, None
+        return result, None, sizes
     offsets = np.cumsum([0, *problem.candidate_counts])
     chosen = tuple(int(np.argmax(result.x[offsets[g]:offsets[g + 1]])) for g in range(problem.groups))
-    return result, chosen
+    return result, chosen, sizes
 
 
-def _phase_two_objective(problem: Problem, weight: int) -> np.ndarray:
-    costs = [
-        exchange * weight + (0 if c == original else size)
-        for row, original, size in zip(problem.exchange, problem.input_choice, problem.group_sizes)
-        for c, exchange in enumerate(row)
-    ]
-    return np.array([*costs, 0.0], dtype=float)
+def _ties_objective(problem: Problem) -> np.ndarray:
+    """Exchange bytes x tie weight + changed values per candidate boolean, nothing on the peak."""
+    return np.concatenate([*tie_costs(problem), [0]]).astype(float)
 
 
 def _dual_bound(result) -> int:
@@ -99,64 +98,53 @@ def _dual_bound(result) -> int:
     return int(np.ceil(dual - 1e-6)) if dual is not None and np.isfinite(dual) else 0
 
 
-def _sizes(problem: Problem) -> dict:
-    return {"variables": sum(problem.candidate_counts) + 1, "steps_kept": len(problem.rows), "build_seconds": 0.0,
-            "constraints": len(problem.candidate_counts) + len(problem.rows) * (1 + len(problem.limits)),
-            "steps_total": problem.steps_total}
-
-
-def _no_choice(problem: Problem, result, bound: int, elapsed: float, objective: Objective) -> SolveResult:
+def _no_choice(problem: Problem, result, bound: int, elapsed: float, objective: Objective, sizes: dict) -> SolveResult:
     status = SolveStatus.INFEASIBLE if result.status == 2 else SolveStatus.NO_SOLUTION
     return SolveResult(status, problem.input_choice, None, bound, solve_seconds=elapsed, first_solution_seconds=None,
-                       objective=objective, **_sizes(problem))
+                       objective=objective, **sizes)
 
 
 def _fit(problem: Problem, settings: SolverSettings, progress: Progress | None) -> SolveResult:
     """Exchange bytes x weight + changed values under the budgets, in one MIP."""
     started = time.perf_counter()
-    weight = sum(problem.group_sizes) + 1
-    result, choice = _run(problem, _phase_two_objective(problem, weight), None, settings.time_limit)
+    result, choice, sizes = _run(problem, _ties_objective(problem), None, settings.time_limit)
     elapsed = time.perf_counter() - started
     if choice is None:
-        return _no_choice(problem, result, 0, elapsed, Objective.FIT)
-    exchange, bound = problem.exchange_of(choice), _dual_bound(result) // weight
+        return _no_choice(problem, result, 0, elapsed, Objective.FIT, sizes)
+    exchange, bound = problem.exchange_of(choice), _dual_bound(result) // problem.tie_weight
     if progress is not None:
         progress("exchange", exchange, bound, elapsed)
     status = SolveStatus.OPTIMAL if result.status == 0 else SolveStatus.FEASIBLE
     return SolveResult(status, choice, problem.usage(choice).peak, problem.lower_bound(), solve_seconds=elapsed,
                        first_solution_seconds=elapsed, exchange_bytes=exchange, changed_values=problem.changed_of(choice),
                        objective=Objective.FIT, exchange_bound=exchange if status == SolveStatus.OPTIMAL else bound,
-                       **_sizes(problem))
+                       **sizes)
 
 
-def solve(problem: Problem, settings: SolverSettings, progress: Progress | None = None) -> SolveResult:
-    """Over the undominated candidates (`reduce`, as CP-SAT sees them), the choice mapped back."""
-    reduced = reduce(problem)
-    result = _solve(reduced.problem, settings, progress)
-    return replace(result, choice=reduced.lift(result.choice), candidates_dropped=reduced.dropped)
-
-
-def _solve(problem: Problem, settings: SolverSettings, progress: Progress | None) -> SolveResult:
+def solve_reduced(problem: Problem, settings: SolverSettings, progress: Progress | None = None) -> SolveResult:
+    """The peak, then exchange bytes and changed values at that peak (with `fit`, only the latter)."""
     if settings.objective == Objective.FIT:
         return _fit(problem, settings, progress)
     started = time.perf_counter()
     count = sum(problem.candidate_counts) + 1
     peak_objective = np.zeros(count)
     peak_objective[-1] = 1.0
-    first, choice = _run(problem, peak_objective, None, settings.time_limit * 0.8)
+    first, choice, sizes = _run(problem, peak_objective, None, settings.time_limit * 0.8)
     elapsed = time.perf_counter() - started
     bound = _dual_bound(first)
     if choice is None:
-        return _no_choice(problem, first, bound, elapsed, Objective.PEAK)
+        return _no_choice(problem, first, bound, elapsed, Objective.PEAK, sizes)
     peak = problem.usage(choice).peak
     if progress is not None:
         progress("peak", peak, bound, elapsed)
     status = SolveStatus.OPTIMAL if first.status == 0 else SolveStatus.FEASIBLE
-    weight = sum(problem.group_sizes) + 1
     remaining = max(settings.time_limit - elapsed, settings.time_limit * 0.2)
-    _, improved = _run(problem, _phase_two_objective(problem, weight), peak, remaining)
+    _, improved, _ = _run(problem, _ties_objective(problem), peak, remaining)
     choice = improved or choice
     return SolveResult(status, choice, peak, bound if status != SolveStatus.OPTIMAL else peak,
                        solve_seconds=time.perf_counter() - started, first_solution_seconds=elapsed,
-                       exchange_bytes=problem.exchange_of(choice), changed_values=problem.changed_of(choice),
-                       **_sizes(problem))
+                       exchange_bytes=problem.exchange_of(choice), changed_values=problem.changed_of(choice), **sizes)
+
+
+solve = on_undominated(solve_reduced)
+"""`solve(problem, settings, progress)`: `solve_reduced` over the undominated candidates, as CP-SAT sees them."""

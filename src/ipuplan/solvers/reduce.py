@@ -10,12 +10,14 @@ about two thirds of the candidates go (stride variants with equal bytes and dear
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ipuplan.model.problem import Problem, StepRow, TermTable
 from ipuplan.solvers.construct import tie_costs
+from ipuplan.solvers.result import Progress, SolveResult, SolverSettings
 
 
 @dataclass(frozen=True)
@@ -97,3 +99,15 @@ def reduce(problem: Problem) -> Reduced:
                       exchange=tuple(tuple(problem.exchange[g][int(c)] for c in group) for g, group in enumerate(kept)))
     smaller.__dict__["table"] = table  # the narrowed table is the rows' table: no second pass over every term
     return Reduced(smaller, kept, sum(problem.candidate_counts))
+
+
+def on_undominated(solve_reduced: Callable[..., SolveResult]) -> Callable[..., SolveResult]:
+    """A backend's `solve` from its solve of a reduced problem: `solve_reduced` sees only the undominated
+    candidates (`reduce`), and its choice comes back as indices of the problem's candidates."""
+
+    def solve(problem: Problem, settings: SolverSettings, progress: Progress | None = None, **options) -> SolveResult:
+        reduced = reduce(problem)
+        result = solve_reduced(reduced.problem, settings, progress, **options)
+        return replace(result, choice=reduced.lift(result.choice), candidates_dropped=reduced.dropped)
+
+    return solve

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 from ipuplan.model.objective import Objective
+from ipuplan.model.problem import Problem
+from ipuplan.solvers.linear import LinearRows
 
 Progress = Callable[[str, int, int, float], None]
 """Called on every improving solution: phase, objective, bound, seconds since the solve began."""
@@ -78,6 +80,17 @@ class SolveResult:
         if self.peak is None or self.peak == 0:
             return None
         return (self.peak - self.bound) / self.peak
+
+
+def model_size(problem: Problem, variables: int = 0, constraints: int = 0, build_seconds: float = 0.0,
+               rows: LinearRows | None = None) -> dict[str, int | float]:
+    """A result's size fields, alike for every backend: the problem's steps kept of all, and the model the
+    backend wrote (zeros when it wrote none) with, from the reduced `rows` it wrote, their entries."""
+    sizes = {"variables": variables, "constraints": constraints, "build_seconds": build_seconds,
+             "steps_kept": len(problem.rows), "steps_total": problem.steps_total}
+    if rows is not None:
+        sizes.update(entries_before=rows.plain_entries, entries=rows.entries, terms_merged=rows.merged_terms)
+    return sizes
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,27 @@
-"""Every solver backend on small hand-made `costs.Problem`s whose answers are worked out by hand."""
+"""`solvers`: every backend by name on small hand-made `Problem`s whose answers are worked out by hand; a
+backend registered from a test runs like a built-in; no backend loads the facts or the candidate space."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from importlib.util import find_spec
+from pathlib import Path
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
-from ipuplan.model.problem import Problem, StepRow, usage_of
+import ipuplan
+from ipuplan import solvers
+from ipuplan.cli import app
+from ipuplan.facts.check import check
+from ipuplan.model.problem import Problem, StepRow
 from ipuplan.plan.budgets import Budgets
-from ipuplan.solvers import SolverSettings, SolveStatus, explain_infeasible, solve
+from ipuplan.replan.options import BadOption
+from ipuplan.solvers import SolveResult, SolverSettings, SolveStatus, model_size, register_backend, solve
+from ipuplan.solvers.construct import construct
 
 SETTINGS = SolverSettings(time_limit=5, workers=1, deterministic=True)
 HIGHS = pytest.param("highs", marks=pytest.mark.skipif(find_spec("scipy") is None, reason="HiGHS needs SciPy"))
@@ -37,7 +49,7 @@ def consistent(p: Problem, result) -> None:
     """What every backend promises about a result that has a solution."""
     assert result.exchange_bytes == p.exchange_of(result.choice)
     assert result.changed_values == p.changed_of(result.choice)
-    assert usage_of(p.rows, result.choice).peak == result.peak
+    assert p.usage(result.choice).peak == result.peak
 
 
 # Group A (3 candidates, standard) and group B (2 candidates, interleaved); A's candidate 2 is
@@ -123,7 +135,7 @@ def test_budgets_exclude_the_unconstrained_optimum(backend):
     p = problem(ONE_GROUP.rows, (3,), limits=budgeted.limits, steps_total=8)
     result = solve(p, SETTINGS, backend)
     assert (result.peak, result.choice) == (65, (2,))
-    assert usage_of(p.rows, result.choice).violation(p.limits) == 0
+    assert p.usage(result.choice).violation(p.limits) == 0
     consistent(p, result)
     if backend != "greedy":
         assert result.status == SolveStatus.OPTIMAL
@@ -141,13 +153,6 @@ def test_infeasible_budgets_give_no_choice(backend):
     result = solve(INFEASIBLE, SETTINGS, backend)
     expected = SolveStatus.NO_SOLUTION if backend == "greedy" else SolveStatus.INFEASIBLE
     assert (result.status, result.peak, result.choice) == (expected, None, INFEASIBLE.input_choice)
-
-
-def test_explain_infeasible_names_the_budget_the_step_and_the_lowest_peak():
-    text = explain_infeasible(INFEASIBLE, 2)
-    assert "the interleaved budget (30 bytes) cannot be met at step 7: it needs at least 45" in text
-    assert "unless the standard budget (30 bytes) is exceeded at step 7" in text
-    assert text.endswith("the lowest raw peak any layout reaches is 60 bytes")
 
 
 # Both steps hold A and B, each at 50 in the input (peak 100). A's other candidate is small at step 0 and
@@ -184,3 +189,76 @@ EMPTY = problem([], ())
 def test_a_problem_without_rows_is_solved_with_peak_zero(backend):
     result = solve(EMPTY, SETTINGS, backend)
     assert (result.status, result.peak, result.choice) == (SolveStatus.OPTIMAL, 0, ())
+
+
+def the_constructive_start(problem: Problem, settings: SolverSettings, progress) -> SolveResult:
+    """A stub backend: the constructive start as it is, no model written."""
+    choice = construct(problem, settings.objective)
+    return SolveResult(SolveStatus.FEASIBLE, choice, problem.usage(choice).peak, problem.lower_bound(),
+                       solve_seconds=0.0, first_solution_seconds=0.0, exchange_bytes=problem.exchange_of(choice),
+                       changed_values=problem.changed_of(choice), objective=settings.objective, **model_size(problem))
+
+
+@pytest.fixture
+def stub(monkeypatch) -> list[Problem]:
+    """The stub registered as `stub` for one test (the registry is restored after it); the problems it saw."""
+    monkeypatch.setattr(solvers, "BACKENDS", dict(solvers.BACKENDS))
+    seen: list[Problem] = []
+    register_backend("stub", lambda problem, settings, progress: seen.append(problem) or the_constructive_start(
+        problem, settings, progress))
+    return seen
+
+
+def test_a_registered_backend_solves_by_name(stub):
+    result = solve(KNOWN, SETTINGS, "stub")
+    assert stub == [KNOWN] and result.choice == construct(KNOWN)
+    consistent(KNOWN, result)
+
+
+def test_a_registered_backend_optimises_a_plan(stub, reference_plan):
+    result = ipuplan.optimize(reference_plan, solver="stub", workers=1)
+    assert len(stub) == 1 and result.options.solver.value == "stub"
+    assert result.solve.choice == construct(stub[0]) and result.after.raw_peak <= result.before.raw_peak
+    assert check(result.plan) == []
+
+
+def test_an_unknown_backend_is_a_bad_option_naming_the_registered_ones(reference_plan):
+    with pytest.raises(BadOption, match="option solver: no solver backend 'stub': one of cpsat, highs, greedy$"):
+        ipuplan.optimize(reference_plan, solver="stub")
+    with pytest.raises(ValueError, match="no solver backend 'stub'"):
+        solve(KNOWN, SETTINGS, "stub")
+
+
+def test_a_backend_that_finds_nothing_leaves_the_plan_over_its_budgets_and_exits_3(tmp_path, monkeypatch):
+    # The 6-layer chip plan overflows its budgets; a backend that finds nothing leaves it over them.
+    def nothing(problem, settings, progress):
+        return SolveResult(SolveStatus.NO_SOLUTION, problem.input_choice, None, 0, solve_seconds=0.0,
+                           first_solution_seconds=None, **model_size(problem))
+
+    monkeypatch.setitem(solvers.BACKENDS, "cpsat", nothing)
+    out = tmp_path / "out.json"
+    result = CliRunner().invoke(app, ["optimize", "models/vit-so400m-6layers-chip.json", "-o", str(out)])
+    assert result.exit_code == 3, result.output
+    assert "does not fit" in result.output
+
+
+FORBIDDEN = ("ipuplan.facts", "ipuplan.space", "ipuplan.model.build")
+LOADS = f"""
+import importlib, json, sys
+loaded = {{}}
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+    loaded[name] = sorted(m for m in sys.modules if m.startswith({FORBIDDEN!r}))
+print(json.dumps(loaded))
+"""
+"""Imports each module named on its command line in turn; per module, the forbidden ones loaded by then."""
+
+
+def test_no_backend_loads_the_facts_the_candidate_space_or_the_builder():
+    """A backend sees a `Problem` of indices and integers: importing any solvers module, in a fresh process,
+    loads nothing of the plan's facts, its candidate space or the builder of a `Problem`."""
+    folder = Path(solvers.__file__).parent
+    modules = sorted(f"ipuplan.solvers.{path.stem}".removesuffix(".__init__") for path in folder.glob("*.py"))
+    done = subprocess.run([sys.executable, "-c", LOADS, *modules], capture_output=True, text=True, check=True)
+    loaded = json.loads(done.stdout)
+    assert len(modules) > 5 and loaded == {name: [] for name in modules}

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ipuplan.errors import IpuplanError
 from ipuplan.model.objective import Objective
@@ -65,6 +65,12 @@ class OptimizeOptions(BaseModel):
     pin_file: Annotated[Path | None, Field(
         description='JSON pins: {"name glob": "layout" | "class", ...}; pinned values keep their layout.')] = None
 
+    @field_validator("solver", mode="before")
+    @classmethod
+    def _registered(cls, name: object) -> Backend:
+        """Any registered backend: its error names them all, those registered at run time too."""
+        return Backend(name)
+
     @property
     def deterministic(self) -> bool:
         """One worker and a deterministic time limit: the same output bytes on every run."""
@@ -77,7 +83,7 @@ class OptimizeOptions(BaseModel):
         except ValidationError as error:
             problem = error.errors()[0]
             name = ".".join(str(part) for part in problem["loc"])
-            raise BadOption(f"option {name}: {problem['msg']}") from None
+            raise BadOption(f"option {name}: {problem['msg'].removeprefix('Value error, ')}") from None
 
     def budgets_for(self, plan: Plan) -> Budgets:
         return Budgets.of(plan).overridden(self.budget, self.interleaved_budget, self.support_reserve)

@@ -1,9 +1,10 @@
-"""Solver backends over a `costs.Problem`: `cpsat` (the default), `highs` and `greedy`.
+"""Solver backends over a `model.problem.Problem`, by name: `cpsat` (the default), `highs`, `greedy` and any
+name `register_backend` adds.
 
-Each backend module has `solve(problem, settings, progress) -> SolveResult`, so the baselines
-are measured by the same code path as the optimiser. A backend is imported when first used:
-`ipuplan check` never pays for OR-Tools or SciPy. Soft budgets (best effort) and the explanation
-of infeasible budgets (`conflict`) are CP-SAT's, whatever backend solved.
+A backend is one function `solve(problem, settings, progress) -> SolveResult`, so the baselines are
+measured by the same code path as the optimiser. A built-in backend's module is imported when first used:
+`ipuplan check` never pays for OR-Tools or SciPy. Soft budgets (best effort), the peak / exchange front
+and the explanation of infeasible budgets (`conflict`) are CP-SAT's, whatever backend solved.
 """
 
 from __future__ import annotations
@@ -13,19 +14,45 @@ from enum import Enum
 from importlib import import_module
 
 from ipuplan.model.problem import Problem
-from ipuplan.solvers.result import FrontPoint, Progress, SolveResult, SolverSettings, SolveStatus
+from ipuplan.solvers.result import FrontPoint, Progress, SolveResult, SolverSettings, SolveStatus, model_size
+
+SolveFunction = Callable[[Problem, SolverSettings, Progress | None], SolveResult]
+
+BACKENDS: dict[str, str | SolveFunction] = {
+    "cpsat": "ipuplan.solvers.cpsat",
+    "highs": "ipuplan.solvers.highs",
+    "greedy": "ipuplan.solvers.greedy",
+}
+"""Backend name (what `--solver` takes) -> the module whose `solve` it runs, or the function itself."""
 
 
-class Backend(str, Enum):
-    CPSAT = "cpsat"
-    HIGHS = "highs"
-    GREEDY = "greedy"
+def register_backend(name: str, solve: SolveFunction) -> None:
+    """Make `name` a backend that runs `solve`: `solvers.solve(..., name)` and `optimize(plan, solver=name)`
+    take it from then on."""
+    BACKENDS[name] = solve
+
+
+class _Registered(str, Enum):
+    """A backend's name. The built-ins are members, so the CLI lists them as `--solver`'s choices; a name
+    registered later becomes one when first asked for, so the options accept it like a built-in."""
+
+    @classmethod
+    def _missing_(cls, value):
+        if value not in BACKENDS:
+            raise ValueError(f"no solver backend {value!r}: one of {', '.join(BACKENDS)}")
+        member = str.__new__(cls, value)
+        member._name_ = member._value_ = value
+        return member
+
+
+Backend = _Registered("Backend", {name.upper(): name for name in BACKENDS})
 
 
 def solve(problem: Problem, settings: SolverSettings, backend: str | Backend = Backend.CPSAT,
           progress: Progress | None = None) -> SolveResult:
     """Minimise the objective terms in order with the named backend."""
-    return import_module(f"ipuplan.solvers.{Backend(backend).value}").solve(problem, settings, progress)
+    found = BACKENDS[Backend(backend).value]
+    return (import_module(found).solve if isinstance(found, str) else found)(problem, settings, progress)
 
 
 def solve_soft(problem: Problem, settings: SolverSettings, progress: Progress | None = None) -> SolveResult:
@@ -45,5 +72,5 @@ def explain_infeasible(problem: Problem, seconds: float) -> str:
     return import_module("ipuplan.solvers.conflict").explain_infeasible(problem, seconds)
 
 
-__all__ = ["Backend", "FrontPoint", "Progress", "SolveResult", "SolveStatus", "SolverSettings", "explain_infeasible",
-           "pareto_front", "solve", "solve_soft"]
+__all__ = ["BACKENDS", "Backend", "FrontPoint", "Progress", "SolveFunction", "SolveResult", "SolveStatus",
+           "SolverSettings", "explain_infeasible", "model_size", "pareto_front", "register_backend", "solve", "solve_soft"]

@@ -87,16 +87,21 @@ def value_bytes(value: Value, amp_aligned: bool, layout: Layout | None = None) -
     return ValueBytes(shard, aligned, aligned * value.copies)
 
 
+def sizing_key(value: Value, amp_aligned: bool) -> tuple:
+    """Everything `value_bytes` of a value depends on: values with equal keys have equal bytes under any layout."""
+    return value.layout, tuple(value.shape), value.precision, value.copies, amp_aligned
+
+
 def _own_bytes(plan: Plan, aligned: frozenset[int]) -> tuple[ValueBytes, ...]:
     """`value_bytes` of every value under its own layout.
 
-    A large plan repeats a few hundred distinct tensors thousands of times, so values alike in
-    layout, shape, precision, copies and alignment share one (immutable) result.
+    A large plan repeats a few hundred distinct tensors thousands of times, so values alike
+    (`sizing_key`) share one (immutable) result.
     """
     known: dict[tuple, ValueBytes] = {}
     found = []
     for value in plan.values:
-        key = (value.layout, tuple(value.shape), value.precision, value.copies, value.id in aligned)
+        key = sizing_key(value, value.id in aligned)
         sizes = known.get(key)
         if sizes is None:
             sizes = known[key] = value_bytes(value, key[-1])

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from math import prod
 
-from ipuplan.facts.estimate import value_bytes
+from ipuplan.facts.estimate import sizing_key, value_bytes
 from ipuplan.facts.exchange import mapped_exchange_bytes
 from ipuplan.facts.gemm_families import DerivedSplit, placed_sum_scratch
 from ipuplan.facts.plan_facts import PlanFacts
@@ -176,8 +176,17 @@ def exchange_cost(facts: PlanFacts, members: LayoutGroup, moved: tuple[Move, ...
 def group_key(facts: PlanFacts, members: LayoutGroup, moved: tuple[Move, ...]) -> tuple:
     """Everything a group's candidates depend on but its scratch: repeated layers and unrolled copies share them."""
     values = facts.plan.values
-    return (tuple((values[m].layout, tuple(values[m].shape), values[m].precision, values[m].copies,
-                   m in facts.amp_aligned) for m in members), moved)
+    return tuple(sizing_key(values[m], m in facts.amp_aligned) for m in members), moved
+
+
+def family_key(facts: PlanFacts, members: LayoutGroup, roles: tuple[int | None, ...], role_of: dict[int, int],
+               ratios: tuple[ScratchRatio, ...], gemm_step: int, moved: tuple[Move, ...]) -> tuple:
+    """What a family's candidates depend on through its members (each one's sizing and its place in `roles`), the
+    scratch that scales with them (steps relative to the Gemm) and their movers: equal families share candidates."""
+    values = facts.plan.values
+    return (tuple((*sizing_key(values[m], m in facts.amp_aligned), roles.index(role_of[m])) for m in members),
+            tuple((step - gemm_step, position, standard, interleaved) for step, position, standard, interleaved in ratios),
+            moved)
 
 
 ScratchRatio = tuple[int, int, int, int]

@@ -118,13 +118,10 @@ def _group_signature(facts: PlanFacts, family: AttentionFamily, members: rules.L
     values = facts.plan.values
     total = values[family.sum_result] if family.reduces else None
     return (
-        tuple((values[m].layout, tuple(values[m].shape), values[m].precision, values[m].copies, m in facts.amp_aligned,
-               family.members.index(role_of[m])) for m in members),
+        rules.family_key(facts, members, family.members, role_of, ratios, family.gemm_step, moved),
         tuple(family.roles[v] for v in family.members),
         None if total is None else (total.layout, tuple(total.shape), total.precision),
         None if total is None else (family.sum_step - family.gemm_step, sum_scratch_interleaved(facts.plan, family.sum_step)),
-        tuple((step - family.gemm_step, position, std, il) for step, position, std, il in ratios),
-        moved,
     )
 
 

@@ -33,6 +33,7 @@ from ipuplan.space.rules import (
     LayoutGroup,
     ScratchRatio,
     each_family,
+    family_key,
     family_ratios,
     freeze_reason,
     moved_tensors,
@@ -228,18 +229,14 @@ def _family_candidate(facts: PlanFacts, family: KernelFamily, split: Split, memb
 def _signature(facts: PlanFacts, family: KernelFamily, members, role_of, fixed, ratios, moved) -> tuple:
     """Everything a family's candidates depend on, with steps relative to its Gemm: equal families share them."""
     plan = facts.plan
-    values = plan.values
     roles = (family.left_source, family.left, family.right, family.partials, family.sum_result)
     return (
-        tuple((values[m].layout, tuple(values[m].shape), values[m].precision, values[m].copies, m in facts.amp_aligned,
-               roles.index(role_of[m])) for m in members),
+        family_key(facts, members, roles, role_of, ratios, family.gemm_step, moved),
         plan.steps[family.gemm_step].operation,
         plan.tile_count,
         tuple(roles.index(r) for r in fixed),
-        tuple((step - family.gemm_step, position, std, il) for step, position, std, il in ratios),
         family.sum_step - family.gemm_step,
         sum_scratch_interleaved(plan, family.sum_step),
-        moved,
     )
 
 

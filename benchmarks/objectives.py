@@ -26,7 +26,6 @@ from ipuplan import InfeasibleBudget, load_plan
 from ipuplan.facts.check import check
 from ipuplan.facts.plan_facts import plan_facts
 from ipuplan.model.build import problem_of
-from ipuplan.model.problem import usage_of
 from ipuplan.replan.options import OptimizeOptions
 from ipuplan.replan.pipeline import optimize
 from ipuplan.replan.sweep import sweep
@@ -66,7 +65,7 @@ def exact_minimality(problem, pairs, rows) -> bool:
     """Checked here, apart from the module: no layout meets every row (a plain model, no enforcement
     literal), and for each row a layout meeting all the others and not it (exact integers)."""
     def holds(choice, subset):
-        usage = usage_of(problem.rows, choice)
+        usage = problem.usage(choice)
         return all(problem.limits[k].usage(int(usage.standard[r]), int(usage.interleaved[r])) <= problem.limits[k].bytes
                    for r, k in subset)
 

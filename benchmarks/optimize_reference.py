@@ -18,15 +18,16 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from measures import unneeded_changes
 from tables import print_table
 
 from ipuplan import load_plan
 from ipuplan.facts.estimate import estimate
 from ipuplan.facts.plan_facts import plan_facts
-from ipuplan.model.build import problem_of, unneeded_changes
-from ipuplan.model.problem import usage_of
+from ipuplan.model.build import problem_of
 from ipuplan.plan.layout import format_layout
 from ipuplan.solvers.greedy import greedy_choice
 from ipuplan.space.scopes import candidate_space
@@ -50,7 +51,7 @@ def row(plan_path: Path, repeat: int, scope: str) -> dict:
     facts = plan_facts(plan)
     space = candidate_space(facts, scope)
     problem = problem_of(facts, space)
-    greedy = usage_of(problem.rows, greedy_choice(problem)).peak
+    greedy = problem.usage(greedy_choice(problem)).peak
     with tempfile.TemporaryDirectory() as folder:
         out_a, out_b = Path(folder, "a.json"), Path(folder, "b.json")
         walls = []

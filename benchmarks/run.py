@@ -19,13 +19,15 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from measures import absolute_floor
 from tables import print_table
 
 from ipuplan import InfeasibleBudget, Plan, load_plan, optimize
 from ipuplan.facts.plan_facts import plan_facts
-from ipuplan.model.build import absolute_floor, problem_of
+from ipuplan.model.build import problem_of
 from ipuplan.plan.budgets import Budgets
 from ipuplan.replan.rewrite import with_budgets, with_derived_fields
 from ipuplan.space.scopes import candidate_space

@@ -1,20 +1,14 @@
-"""Never nothing: the constructive solution, the solver skipped when it is proven, the best known plan when
-the solver finds nothing, and a non-fitting result never exits 0 (issue 11)."""
+"""`solvers.cpsat`, never nothing: the solver skipped when the constructive start is proven, that start
+returned when the solver finds nothing, the peak phase skipped when the hint meets the floor (issue 11)."""
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from ipuplan.cli import app
-from ipuplan.model.objective import Objective
-from ipuplan.model.problem import Problem, StepRow, usage_of
+from ipuplan.model.problem import Problem, StepRow
 from ipuplan.plan.budgets import Budgets
 from ipuplan.solvers import SolverSettings, SolveStatus, cpsat
-from ipuplan.solvers.construct import construct
 from ipuplan.solvers.cpsat import PhaseOutcome
 
 SETTINGS = SolverSettings(time_limit=5, workers=1, deterministic=True)
@@ -51,13 +45,6 @@ def test_constructive_meets_the_floor_and_the_solver_is_skipped(monkeypatch):
     assert result.constructed and result.variables == 0
 
 
-def test_constructive_repairs_a_budget_the_smallest_candidates_break():
-    # Smallest by bytes is A=0 (50 std): standard 20 + 50 + 10 = 80 > 60. A=1 puts 55 in interleaved: fits.
-    choice = construct(BUDGETED)
-    usage = usage_of(BUDGETED.rows, choice)
-    assert choice == (1, 1) and usage.violation(BUDGETED.limits) == 0
-
-
 def test_no_solution_from_cpsat_returns_the_constructive_plan(monkeypatch):
     # The input (0, 0) breaks the standard budget; the solver is made to find nothing in time.
     def nothing(choices, ordered, settings, progress, built):
@@ -66,7 +53,7 @@ def test_no_solution_from_cpsat_returns_the_constructive_plan(monkeypatch):
     monkeypatch.setattr(cpsat, "run_phases", nothing)
     result = cpsat.solve(BUDGETED, SETTINGS)
     assert result.status == SolveStatus.FEASIBLE and result.constructed
-    assert result.choice == (1, 1) and usage_of(BUDGETED.rows, result.choice).violation(BUDGETED.limits) == 0
+    assert result.choice == (1, 1) and BUDGETED.usage(result.choice).violation(BUDGETED.limits) == 0
 
 
 def test_a_hint_that_meets_the_floor_skips_the_peak_phase(monkeypatch):
@@ -84,41 +71,14 @@ def test_a_hint_that_meets_the_floor_skips_the_peak_phase(monkeypatch):
     assert seen == ["exchange"] and result.status == SolveStatus.OPTIMAL and (result.peak, result.bound) == (80, 80)
 
 
+def test_a_solved_model_reports_its_size():
+    # BUDGETED's input breaks a budget, so the model is built: a boolean per candidate and the peak; before
+    # reduction every candidate of both terms under the peak and the three budgets
+    result = cpsat.solve(BUDGETED, SETTINGS)
+    assert not result.constructed and (result.variables, result.entries_before) == (2 + 2 + 1, 2 * 2 * (1 + 3))
+    assert (result.steps_kept, result.steps_total) == (1, 1) and 0 < result.entries < result.entries_before
+
+
 def test_deterministic_run_keeps_the_wall_clock_limit():
     solver = cpsat._solver(SolverSettings(time_limit=3, deterministic=True), 3)
     assert solver.parameters.max_time_in_seconds == 3 and solver.parameters.max_deterministic_time == 3
-
-
-def test_constructive_is_fast_on_many_rows():
-    # 2,000 groups over 3,000 rows, 8 candidates each: the numpy repair stays well under a second.
-    rng = np.random.default_rng(0)
-    rows = []
-    for r in range(3000):
-        groups = sorted(set(rng.integers(0, 2000, 30).tolist()))
-        rows.append(StepRow(r, 100, 0, tuple((g, rng.integers(1, 100, 8), np.zeros(8, dtype=np.int64)) for g in groups)))
-    big = problem(rows, (8,) * 2000)
-    started = time.perf_counter()
-    choice = construct(big)
-    assert time.perf_counter() - started < 5
-    assert usage_of(big.rows, choice).peak < usage_of(big.rows, big.input_choice).peak
-
-
-def test_a_result_over_its_budgets_exits_non_zero(tmp_path, monkeypatch):
-    # The 6-layer chip plan overflows its budgets; a solver that finds nothing leaves it over them.
-    from ipuplan.replan import pipeline as optimizer
-    from ipuplan.solvers.result import SolveResult
-
-    def nothing(problem, settings, backend, progress):
-        return SolveResult(SolveStatus.NO_SOLUTION, problem.input_choice, None, 0, 0.0, 0.0, None, 0, 0,
-                           len(problem.rows), problem.steps_total)
-
-    monkeypatch.setattr(optimizer, "solve", nothing)
-    out = tmp_path / "out.json"
-    result = CliRunner().invoke(app, ["optimize", "models/vit-so400m-6layers-chip.json", "-o", str(out)])
-    assert result.exit_code == 3, result.output
-    assert "does not fit" in result.output
-
-
-def test_fit_objective_constructive_fits():
-    choice = construct(BUDGETED, Objective.FIT)
-    assert usage_of(BUDGETED.rows, choice).violation(BUDGETED.limits) == 0

@@ -1,0 +1,61 @@
+"""`solvers.windows` (issue 11): a window is the problem of its rows alone, and its least peak is a lower bound
+the whole problem cannot beat (or, when it cannot fit, a proof that the whole cannot)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from ipuplan.model.problem import Problem, StepRow
+from ipuplan.plan.budgets import Budgets
+from ipuplan.solvers import SolverSettings, SolveStatus, solve
+from ipuplan.solvers.cpsat import solve_reduced
+from ipuplan.solvers.windows import window, window_bound
+
+SETTINGS = SolverSettings(time_limit=5, workers=1, deterministic=True)
+
+
+def b(*numbers: int) -> np.ndarray:
+    return np.array(numbers, dtype=np.int64)
+
+
+def problem(rows, counts) -> Problem:
+    return Problem(candidate_counts=counts, input_choice=(0,) * len(counts), group_sizes=(1,) * len(counts),
+                   rows=tuple(rows), exchange=tuple((0,) * n for n in counts), limits=(), steps_total=len(rows))
+
+
+# A is live at both rows and must be large at one of them: per row the least is 10 + 0, but any choice
+# puts 50 at one row. B, at row 2 only, is independent of A.
+#   row 0 = 10 + A[0 | 40]   row 1 = 10 + A[40 | 0]   row 2 = 20 + B[5 | 3]
+COUPLED = problem([StepRow(0, 10, 0, ((0, b(0, 40), b(0, 0)),)), StepRow(1, 10, 0, ((0, b(40, 0), b(0, 0)),)),
+                   StepRow(2, 20, 0, ((1, b(5, 3), b(0, 0)),))], (2, 2))
+
+
+def test_a_window_is_the_problem_of_its_rows_alone():
+    key, sub = window(COUPLED, 1, 3)
+    assert sub.candidate_counts == (2, 2) and [row.step for row in sub.rows] == [1, 2]
+    assert [g for row in sub.rows for g, _, _ in row.terms] == [0, 1]
+    assert key == window(COUPLED, 1, 3)[0] != window(COUPLED, 0, 2)[0]
+
+
+def test_a_window_bound_beats_the_per_row_bound_and_never_the_optimum():
+    found = window_bound(COUPLED, lambda sub, s: solve_reduced(sub, s, windows=False), SETTINGS, target=10**9, rows=2)
+    assert COUPLED.lower_bound() == 23 and found.bound == 50 and not found.infeasible
+    assert found.bound <= solve(COUPLED, SETTINGS).peak == 50
+
+
+def test_a_window_that_cannot_fit_proves_the_whole_cannot():
+    tight = COUPLED.with_limits(Budgets(45, 100, 0).limits)
+    found = window_bound(tight, lambda sub, s: solve_reduced(sub, s, windows=False), SETTINGS, target=10**9, rows=2)
+    assert found.infeasible
+    assert solve(tight, SETTINGS).status == SolveStatus.INFEASIBLE
+
+
+@pytest.mark.parametrize("budgets", [None, Budgets(45, 100, 0)])
+def test_windows_and_the_whole_model_agree_with_brute_force(budgets):
+    p = COUPLED if budgets is None else COUPLED.with_limits(budgets.limits)
+    result = solve(p, SETTINGS)
+    feasible = [p.usage(c).peak for c in itertools.product(range(2), range(2)) if not p.usage(c).violation(p.limits)]
+    assert (result.peak, result.status) == ((min(feasible), SolveStatus.OPTIMAL) if feasible else (None, SolveStatus.INFEASIBLE))

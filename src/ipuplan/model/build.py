@@ -3,13 +3,11 @@ changes and each live free group's bytes per candidate (scratch included), domin
 
 from __future__ import annotations
 
-from math import prod
-
 import numpy as np
 
 from ipuplan.facts.plan_facts import PlanFacts
 from ipuplan.model.problem import Problem, StepRow
-from ipuplan.plan.layout import STANDARD, ceil_div
+from ipuplan.plan.layout import STANDARD
 from ipuplan.space.types import CandidateSpace, FreeGroup
 
 
@@ -101,29 +99,3 @@ def _undominated(rows: list[StepRow]) -> list[StepRow]:
         front.append(row)
     return sorted((row for front in best.values() for row in front), key=lambda r: r.step)
 
-
-def unneeded_changes(problem: Problem, choice: tuple[int, ...]) -> list[int]:
-    """Changed groups that could go back to their input layout without raising the peak or the exchange,
-    and still meet the budgets."""
-    peak = problem.usage(choice).peak
-    found = []
-    for g, (chosen, original) in enumerate(zip(choice, problem.input_choice)):
-        if chosen == original:
-            continue
-        reverted = tuple(original if k == g else c for k, c in enumerate(choice))
-        cheaper = problem.exchange[g][original] <= problem.exchange[g][chosen]
-        usage = problem.usage(reverted)
-        if cheaper and usage.peak <= peak and not usage.violation(problem.limits):
-            found.append(g)
-    return found
-
-
-def absolute_floor(facts: PlanFacts) -> int:
-    """Every live value spread over all tiles with no replication and no padding, scratch left out
-    (a re-split may shrink it).
-
-    No layout of any freedom level can go below this.
-    """
-    plan = facts.plan
-    spread = [ceil_div(prod(v.shape) * v.element_size, plan.tile_count) for v in plan.values]
-    return max((sum(spread[v] for v in step.live) for step in plan.steps), default=0)

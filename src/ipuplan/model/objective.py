@@ -27,4 +27,3 @@ OBJECTIVES = {
     Objective.PEAK: (Term.PEAK, Term.EXCHANGE, Term.CHANGED),
     Objective.FIT: (Term.EXCHANGE, Term.CHANGED),
 }
-OBJECTIVE = OBJECTIVES[Objective.PEAK]

@@ -219,8 +219,3 @@ class Problem:
 def solution_fingerprint(choice: tuple[int, ...]) -> str:
     """sha256 of the chosen candidate per free group: two runs with equal fingerprints chose the same layouts."""
     return hashlib.sha256(repr(tuple(choice)).encode()).hexdigest()
-
-
-def usage_of(rows: tuple[StepRow, ...], choice: tuple[int, ...]) -> Usage:
-    """Per-row usage of any rows (`Problem.usage` keeps the table of its own rows)."""
-    return term_table(rows).usage(choice)

@@ -66,11 +66,5 @@ def pareto_front(problem: Problem, settings: SolverSettings, max_points: int,
     return import_module("ipuplan.solvers.cpsat").pareto_front(problem, settings, max_points, on_point)
 
 
-def explain_infeasible(problem: Problem, seconds: float) -> str:
-    """One line: a budget row of a minimal conflict, what it needs while the others hold, and the lowest
-    reachable peak (CP-SAT, whatever solved)."""
-    return import_module("ipuplan.solvers.conflict").explain_infeasible(problem, seconds)
-
-
 __all__ = ["BACKENDS", "Backend", "FrontPoint", "Progress", "SolveFunction", "SolveResult", "SolveStatus",
-           "SolverSettings", "explain_infeasible", "model_size", "pareto_front", "register_backend", "solve", "solve_soft"]
+           "SolverSettings", "model_size", "pareto_front", "register_backend", "solve", "solve_soft"]

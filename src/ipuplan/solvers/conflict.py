@@ -290,12 +290,6 @@ def _lowest(lowest: LowestPeak) -> str:
     return f"the lowest raw peak any layout reaches{within} is {value}"
 
 
-def explain_infeasible(problem: Problem, seconds: float) -> str:
-    """The one-line explanation of budgets no layout meets (the message of `InfeasibleBudget`)."""
-    conflict = minimal_conflict(problem, seconds * 0.6)
-    return conflict_line(problem, conflict, lowest_peak_outside(problem, conflict, seconds * 0.4), seconds)
-
-
 def feasible(problem: Problem, seconds: float) -> bool | None:
     """Can every budget row be met? None when CP-SAT could not tell within `seconds`."""
     found = least(problem, [], _all_pairs(problem), seconds)

@@ -80,6 +80,11 @@ class AttentionFamily:
     def reduces(self) -> bool:
         return self.sum_step is not None
 
+    @property
+    def steps(self) -> frozenset[int]:
+        """The product's own kernels: they read and write its members in whatever layout its split gives them."""
+        return frozenset(s for s in (self.gemm_step, self.sum_step) if s is not None)
+
 
 def _roles(value: Value, by_dimension: tuple[str, ...], offset: int = 0) -> tuple[str, ...]:
     positions = axis_positions(value, value.parsed_layout, {d + offset: r for d, r in enumerate(by_dimension)})

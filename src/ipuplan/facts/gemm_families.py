@@ -80,6 +80,11 @@ class KernelFamily:
         optional = (self.left_source,) if self.left_source is not None else ()
         return (*optional, self.left, self.right, self.partials, self.sum_result)
 
+    @property
+    def steps(self) -> frozenset[int]:
+        """The family's own kernels: they read and write its members in whatever layout its split gives them."""
+        return frozenset(s for s in (self.local_kernel_step, self.gemm_step, self.sum_step) if s is not None)
+
 
 def axis_positions(value: Value, layout: Layout, roles_by_dimension: dict[int, str]) -> dict[str, int] | None:
     rank = len(value.shape)

@@ -246,6 +246,22 @@ def split_candidate(facts: PlanFacts, members: LayoutGroup, role_of: dict[int, i
                      (derived.operation,), label)
 
 
+def family_members(family, group_of: dict[int, LayoutGroup]) -> tuple[LayoutGroup, dict[int, int]]:
+    """Every value of a family's groups, sorted, and which member of the family each one's group holds."""
+    role_of = {m: role for role in family.members for m in group_of[role]}
+    return tuple(sorted(role_of)), role_of
+
+
+def held_family(context: Context, family, members: LayoutGroup, group_of: dict[int, LayoutGroup],
+                roles: tuple[int, ...]) -> FrozenGroup | None:
+    """The family frozen by the first of `roles` whose group a rule holds (the family's own steps allowed), or None."""
+    for role in roles:
+        reason = freeze_reason(context, group_of[role], family.steps)
+        if reason is not None:
+            return FrozenGroup(members, reason.in_family(family.gemm_step, role))
+    return None
+
+
 def each_family(context: Context, groups: tuple[LayoutGroup, ...], families, decide) -> Decisions:
     """Every family whose groups are all unclaimed, decided as one unit by `decide(context, family,
     group_of, cache)`; a family sharing values with an earlier one is frozen (`cache` lets equal

@@ -133,13 +133,10 @@ def attention_group(context: rules.Context, family: AttentionFamily, group_of: d
     (steps relative to the Gemm), so repeated layers and unrolled copies derive them once.
     """
     facts = context.facts
-    own_steps = frozenset(s for s in (family.gemm_step, family.sum_step) if s is not None)
-    role_of = {m: role for role in family.members for m in group_of[role]}
-    members = tuple(sorted(role_of))
-    for role in family.members:
-        reason = rules.freeze_reason(context, group_of[role], own_steps)
-        if reason is not None:
-            return FrozenGroup(members, reason.in_family(family.gemm_step, role))
+    members, role_of = rules.family_members(family, group_of)
+    held = rules.held_family(context, family, members, group_of, family.members)
+    if held is not None:
+        return held
     try:
         ratios = rules.family_ratios(facts, members, family.sum_step)
     except rules.Frozen as frozen:

@@ -28,9 +28,8 @@ def gemm_touched(context: rules.Context) -> frozenset[int]:
         if step.parsed_operation.kind == "Gemm":
             touched.update(live.born_at[step.index], live.dies_at[step.index])
     for family in facts.families:
-        for step in (family.local_kernel_step, family.gemm_step, family.sum_step):
-            if step is not None:
-                touched.update(flow.steps[step].reads, flow.steps[step].writes)
+        for step in family.steps:
+            touched.update(flow.steps[step].reads, flow.steps[step].writes)
     return frozenset(touched)
 
 

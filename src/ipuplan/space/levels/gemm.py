@@ -34,8 +34,10 @@ from ipuplan.space.rules import (
     ScratchRatio,
     each_family,
     family_key,
+    family_members,
     family_ratios,
     freeze_reason,
+    held_family,
     moved_tensors,
     split_candidate,
 )
@@ -246,14 +248,12 @@ def family_group(context: Context, family: KernelFamily, group_of: dict[int, Lay
     `cache` maps a family's signature to its candidates, so repeated structures are derived once.
     """
     facts = context.facts
-    own_steps = frozenset(s for s in (family.local_kernel_step, family.gemm_step, family.sum_step) if s is not None)
-    role_of = {m: role for role in family.members for m in group_of[role]}
-    members = tuple(sorted(role_of))
-    for role in (family.left, family.right, family.partials):
-        reason = freeze_reason(context, group_of[role], own_steps)
-        if reason is not None:
-            return FrozenGroup(members, reason.in_family(family.gemm_step, role))
-    held = {role: freeze_reason(context, group_of[role], own_steps)
+    members, role_of = family_members(family, group_of)
+    frozen_family = held_family(context, family, members, group_of, (family.left, family.right, family.partials))
+    if frozen_family is not None:
+        return frozen_family
+    # the F16 source and the Sum result may be held and the family still re-split around their layouts
+    held = {role: freeze_reason(context, group_of[role], family.steps)
             for role in (family.left_source, family.sum_result) if role is not None}
     fixed = [role for role, reason in held.items() if reason is not None]
     moved = moved_tensors(facts, members)

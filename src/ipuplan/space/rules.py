@@ -7,13 +7,15 @@ A group is free only when every step that touches it is proven to accept another
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from math import prod
 
+from ipuplan.facts.attention_families import AttentionFamily
 from ipuplan.facts.estimate import sizing_key, value_bytes
 from ipuplan.facts.exchange import mapped_exchange_bytes
-from ipuplan.facts.gemm_families import DerivedSplit, placed_sum_scratch
+from ipuplan.facts.gemm_families import DerivedSplit, KernelFamily, placed_sum_scratch
 from ipuplan.facts.plan_facts import PlanFacts
 from ipuplan.plan.layout import Layout, parse_layout
 from ipuplan.space.types import Candidate, Decisions, FreeGroup, Freeze, FreezeReason, FrozenGroup
@@ -246,13 +248,17 @@ def split_candidate(facts: PlanFacts, members: LayoutGroup, role_of: dict[int, i
                      (derived.operation,), label)
 
 
-def family_members(family, group_of: dict[int, LayoutGroup]) -> tuple[LayoutGroup, dict[int, int]]:
+Family = KernelFamily | AttentionFamily
+"""A Gemm family or an attention product: values that one split lays out together."""
+
+
+def family_members(family: Family, group_of: dict[int, LayoutGroup]) -> tuple[LayoutGroup, dict[int, int]]:
     """Every value of a family's groups, sorted, and which member of the family each one's group holds."""
     role_of = {m: role for role in family.members for m in group_of[role]}
     return tuple(sorted(role_of)), role_of
 
 
-def held_family(context: Context, family, members: LayoutGroup, group_of: dict[int, LayoutGroup],
+def held_family(context: Context, family: Family, members: LayoutGroup, group_of: dict[int, LayoutGroup],
                 roles: tuple[int, ...]) -> FrozenGroup | None:
     """The family frozen by the first of `roles` whose group a rule holds (the family's own steps allowed), or None."""
     for role in roles:
@@ -262,7 +268,8 @@ def held_family(context: Context, family, members: LayoutGroup, group_of: dict[i
     return None
 
 
-def each_family(context: Context, groups: tuple[LayoutGroup, ...], families, decide) -> Decisions:
+def each_family(context: Context, groups: tuple[LayoutGroup, ...], families: tuple[Family, ...],
+                decide: Callable[[Context, Family, dict[int, LayoutGroup], dict], FreeGroup | FrozenGroup]) -> Decisions:
     """Every family whose groups are all unclaimed, decided as one unit by `decide(context, family,
     group_of, cache)`; a family sharing values with an earlier one is frozen (`cache` lets equal
     families share their candidates)."""

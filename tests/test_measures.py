@@ -4,28 +4,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
 from measures import absolute_floor, unneeded_changes
+from problems import TWO_STEPS, b
 
 from ipuplan.model.build import problem_of
 from ipuplan.model.problem import Problem, StepRow
 from ipuplan.plan.budgets import Budgets
-
-
-def b(*numbers: int) -> np.ndarray:
-    return np.array(numbers, dtype=np.int64)
-
-
-# step 0 = 100 + A[50, 20] (the peak step), step 1 = 10 + B[30, 10]
-TWO_STEPS = Problem(
-    candidate_counts=(2, 2),
-    input_choice=(0, 0),
-    group_sizes=(1, 1),
-    rows=(StepRow(0, 100, 0, ((0, b(50, 20), b(0, 0)),)), StepRow(1, 10, 0, ((1, b(30, 10), b(0, 0)),))),
-    exchange=((0, 0), (0, 0)),
-    limits=(),
-    steps_total=2,
-)
 
 
 def test_unneeded_changes_finds_a_change_that_does_not_lower_the_peak():

@@ -5,15 +5,10 @@ from __future__ import annotations
 
 import itertools
 
-import numpy as np
+from problems import TWO_STEPS, b
 
-from ipuplan.model.problem import Problem, StepRow, Usage, term_table
+from ipuplan.model.problem import StepRow, Usage, term_table
 from ipuplan.plan.budgets import Budgets
-
-
-def b(*numbers: int) -> np.ndarray:
-    return np.array(numbers, dtype=np.int64)
-
 
 # standard limit 150 - 50 = 100, interleaved limit 50, total limit 150 - 30 = 120
 BUDGETS = Budgets(budget_bytes=150, interleaved_budget_bytes=50, support_reserve_bytes=30)
@@ -31,18 +26,6 @@ def test_usage_excess_sums_the_limits_per_row():
 def test_worst_excess_is_per_limit_the_most_any_row_lacks():
     # standard: row 0 is 10 over; interleaved: row 1 is 30 over; total: row 2 is 130 - 120 = 10 over
     assert USAGE.worst_excess(BUDGETS.limits) == (10, 30, 10)
-
-
-# step 0 = 100 + A[50, 20] (the peak step), step 1 = 10 + B[30, 10]
-TWO_STEPS = Problem(
-    candidate_counts=(2, 2),
-    input_choice=(0, 0),
-    group_sizes=(1, 1),
-    rows=(StepRow(0, 100, 0, ((0, b(50, 20), b(0, 0)),)), StepRow(1, 10, 0, ((1, b(30, 10), b(0, 0)),))),
-    exchange=((0, 0), (0, 0)),
-    limits=(),
-    steps_total=2,
-)
 
 
 def test_problem_bounds_take_every_group_at_its_smallest_and_largest():

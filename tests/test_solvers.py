@@ -9,8 +9,8 @@ import sys
 from importlib.util import find_spec
 from pathlib import Path
 
-import numpy as np
 import pytest
+from problems import b, problem
 from typer.testing import CliRunner
 
 import ipuplan
@@ -27,22 +27,6 @@ SETTINGS = SolverSettings(time_limit=5, workers=1, deterministic=True)
 HIGHS = pytest.param("highs", marks=pytest.mark.skipif(find_spec("scipy") is None, reason="HiGHS needs SciPy"))
 EXACT = ["cpsat", HIGHS]
 ALL = ["cpsat", HIGHS, "greedy"]
-
-
-def b(*numbers: int) -> np.ndarray:
-    return np.array(numbers, dtype=np.int64)
-
-
-def problem(rows, counts, *, sizes=None, exchange=None, limits=(), input_choice=None, steps_total=None) -> Problem:
-    return Problem(
-        candidate_counts=counts,
-        input_choice=input_choice or (0,) * len(counts),
-        group_sizes=sizes or (1,) * len(counts),
-        rows=tuple(rows),
-        exchange=exchange or tuple((0,) * n for n in counts),
-        limits=limits,
-        steps_total=steps_total or len(rows),
-    )
 
 
 def consistent(p: Problem, result) -> None:

@@ -7,28 +7,11 @@ import itertools
 import time
 
 import numpy as np
+from problems import BUDGETED, problem
 
 from ipuplan.model.objective import Objective
-from ipuplan.model.problem import Problem, StepRow
-from ipuplan.plan.budgets import Budgets
+from ipuplan.model.problem import StepRow
 from ipuplan.solvers.construct import construct, tie_bound, tie_value
-
-
-def b(*numbers: int) -> np.ndarray:
-    return np.array(numbers, dtype=np.int64)
-
-
-def problem(rows, counts, *, exchange=None, limits=(), sizes=None) -> Problem:
-    return Problem(candidate_counts=counts, input_choice=(0,) * len(counts), group_sizes=sizes or (1,) * len(counts),
-                   rows=tuple(rows), exchange=exchange or tuple((0,) * n for n in counts), limits=limits,
-                   steps_total=len(rows))
-
-
-# A must trade standard for interleaved at step 0 to meet a 60-byte standard budget; its smallest
-# candidate (by total bytes) is standard, so the repair has to move it. Interleaved budget 100.
-#   step 0 = 20 std + A[std 50 | il 55] + B[std 30, 10]
-BUDGETED = problem([StepRow(0, 20, 0, ((0, b(50, 0), b(0, 55)), (1, b(30, 10), b(0, 0))))], (2, 2),
-                   limits=Budgets(160, 100, 0).limits)
 
 
 def test_constructive_repairs_a_budget_the_smallest_candidates_break():

@@ -3,25 +3,14 @@ returned when the solver finds nothing, the peak phase skipped when the hint mee
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
+from problems import BUDGETED, b, problem
 
-from ipuplan.model.problem import Problem, StepRow
-from ipuplan.plan.budgets import Budgets
+from ipuplan.model.problem import StepRow
 from ipuplan.solvers import SolverSettings, SolveStatus, cpsat
 from ipuplan.solvers.cpsat import PhaseOutcome
 
 SETTINGS = SolverSettings(time_limit=5, workers=1, deterministic=True)
-
-
-def b(*numbers: int) -> np.ndarray:
-    return np.array(numbers, dtype=np.int64)
-
-
-def problem(rows, counts, *, exchange=None, limits=(), input_choice=None) -> Problem:
-    return Problem(candidate_counts=counts, input_choice=input_choice or (0,) * len(counts),
-                   group_sizes=(1,) * len(counts), rows=tuple(rows),
-                   exchange=exchange or tuple((0,) * n for n in counts), limits=limits, steps_total=len(rows))
 
 
 # Two groups, each with one candidate smallest at every step it is live at and cheapest in exchange (the
@@ -30,12 +19,6 @@ def problem(rows, counts, *, exchange=None, limits=(), input_choice=None) -> Pro
 #   step 0 = 50 + A[30, 10] + B[40, 20]   step 1 = 10 + A[30, 10]   peak 80 (floor 80), input 120
 EASY = problem([StepRow(0, 50, 0, ((0, b(30, 10), b(0, 0)), (1, b(40, 20), b(0, 0)))),
                 StepRow(1, 10, 0, ((0, b(30, 10), b(0, 0)),))], (2, 2), exchange=((5, 0), (5, 0)))
-
-# A must trade standard for interleaved at step 0 to meet a 60-byte standard budget; its smallest
-# candidate (by total bytes) is standard, so the repair has to move it. Interleaved budget 100.
-#   step 0 = 20 std + A[std 50 | il 55] + B[std 30, 10]
-BUDGETED = problem([StepRow(0, 20, 0, ((0, b(50, 0), b(0, 55)), (1, b(30, 10), b(0, 0))))], (2, 2),
-                   limits=Budgets(160, 100, 0).limits)
 
 
 def test_constructive_meets_the_floor_and_the_solver_is_skipped(monkeypatch):

@@ -8,6 +8,7 @@ from importlib.util import find_spec
 
 import numpy as np
 import pytest
+from problems import problem
 
 from ipuplan.model.build import problem_of
 from ipuplan.model.problem import Problem, StepRow
@@ -20,11 +21,6 @@ SETTINGS = SolverSettings(time_limit=5, workers=1, deterministic=True)
 HIGHS = pytest.param("highs", marks=pytest.mark.skipif(find_spec("scipy") is None, reason="HiGHS needs SciPy"))
 
 
-def problem(rows, counts, limits=()) -> Problem:
-    return Problem(candidate_counts=counts, input_choice=(0,) * len(counts), group_sizes=(1,) * len(counts),
-                   rows=tuple(rows), exchange=tuple((0,) * n for n in counts), limits=limits, steps_total=len(rows))
-
-
 def always_together(seed: int = 3) -> Problem:
     """Three groups of six candidates live at the same eight rows (merged), one group live at two of them
     (written directly), under budgets that some choices break."""
@@ -32,7 +28,7 @@ def always_together(seed: int = 3) -> Problem:
     shared = [(g, rng.integers(0, 90, 6), rng.integers(0, 90, 6)) for g in range(3)]
     alone = (3, rng.integers(0, 50, 4), rng.integers(0, 50, 4))
     rows = [StepRow(r, 10 * r, 5 * r, tuple(shared) + ((alone,) if r in (2, 5) else ())) for r in range(8)]
-    return problem(rows, (6, 6, 6, 4), Budgets(420, 200, 0).limits)
+    return problem(rows, (6, 6, 6, 4), limits=Budgets(420, 200, 0).limits)
 
 
 def left_hand_sides(p: Problem, choice: tuple[int, ...]):

@@ -5,25 +5,16 @@ from __future__ import annotations
 
 import itertools
 
-import numpy as np
 import pytest
+from problems import b, problem
 
-from ipuplan.model.problem import Problem, StepRow
+from ipuplan.model.problem import StepRow
 from ipuplan.plan.budgets import Budgets
 from ipuplan.solvers import SolverSettings, SolveStatus, solve
 from ipuplan.solvers.cpsat import solve_reduced
 from ipuplan.solvers.windows import window, window_bound
 
 SETTINGS = SolverSettings(time_limit=5, workers=1, deterministic=True)
-
-
-def b(*numbers: int) -> np.ndarray:
-    return np.array(numbers, dtype=np.int64)
-
-
-def problem(rows, counts) -> Problem:
-    return Problem(candidate_counts=counts, input_choice=(0,) * len(counts), group_sizes=(1,) * len(counts),
-                   rows=tuple(rows), exchange=tuple((0,) * n for n in counts), limits=(), steps_total=len(rows))
 
 
 # A is live at both rows and must be large at one of them: per row the least is 10 + 0, but any choice

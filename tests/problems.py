@@ -1,0 +1,37 @@
+"""Hand-made `Problem`s for the tests of model/ and solvers/: a short way to write one, and the few that
+several test files work out by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ipuplan.model.problem import Problem, StepRow
+from ipuplan.plan.budgets import Budgets
+
+
+def b(*numbers: int) -> np.ndarray:
+    return np.array(numbers, dtype=np.int64)
+
+
+def problem(rows, counts, *, sizes=None, exchange=None, limits=(), input_choice=None, steps_total=None) -> Problem:
+    """Groups of one value each, the input at candidate 0 and no exchange, unless told otherwise."""
+    return Problem(
+        candidate_counts=counts,
+        input_choice=input_choice or (0,) * len(counts),
+        group_sizes=sizes or (1,) * len(counts),
+        rows=tuple(rows),
+        exchange=exchange or tuple((0,) * n for n in counts),
+        limits=limits,
+        steps_total=steps_total or len(rows),
+    )
+
+
+# step 0 = 100 + A[50, 20] (the peak step), step 1 = 10 + B[30, 10]
+TWO_STEPS = problem([StepRow(0, 100, 0, ((0, b(50, 20), b(0, 0)),)), StepRow(1, 10, 0, ((1, b(30, 10), b(0, 0)),))],
+                    (2, 2))
+
+# A must trade standard for interleaved at step 0 to meet a 60-byte standard budget; its smallest
+# candidate (by total bytes) is standard, so the constructive repair has to move it. Interleaved budget 100.
+#   step 0 = 20 std + A[std 50 | il 55] + B[std 30, 10]
+BUDGETED = problem([StepRow(0, 20, 0, ((0, b(50, 0), b(0, 55)), (1, b(30, 10), b(0, 0))))], (2, 2),
+                   limits=Budgets(160, 100, 0).limits)

@@ -51,7 +51,8 @@ LevelFunction = Callable[[Context, tuple[LayoutGroup, ...]], Decisions]
 
 @dataclass(frozen=True)
 class Level:
-    """A freedom level: its name (what `keep_classes` and reports call it), its function, the scopes that run it."""
+    """A freedom level: its name (unique; `keep_classes` leaves out the one named `CLASSES`), its function, and the
+    scopes that run it."""
 
     name: str
     decide: LevelFunction

@@ -10,6 +10,7 @@ from importlib.util import find_spec
 
 import numpy as np
 import pytest
+from measures import explain_infeasible
 from reference import MODELS, REFERENCE
 from typer.testing import CliRunner
 
@@ -20,12 +21,12 @@ from ipuplan.facts.check import check
 from ipuplan.facts.plan_facts import plan_facts
 from ipuplan.model.build import problem_of
 from ipuplan.model.objective import Objective
-from ipuplan.model.problem import Problem, StepRow, usage_of
+from ipuplan.model.problem import Problem, StepRow
 from ipuplan.plan.budgets import Budgets, Limit
 from ipuplan.replan.explain import BudgetConflict
 from ipuplan.replan.pipeline import optimize
 from ipuplan.replan.sweep import sweep
-from ipuplan.solvers import SolverSettings, SolveStatus, explain_infeasible, solve, solve_soft
+from ipuplan.solvers import SolverSettings, SolveStatus, solve, solve_soft
 from ipuplan.solvers import conflict as conflicts
 from ipuplan.space.scopes import candidate_space
 from ipuplan.space.types import Freeze
@@ -48,7 +49,7 @@ def problem(rows, counts, *, exchange=None, limits=(), sizes=None) -> Problem:
 
 def holds(p: Problem, choice, pairs) -> bool:
     """Exact integers, written here apart from the module under test."""
-    usage = usage_of(p.rows, choice)
+    usage = p.usage(choice)
     return all(p.limits[k].usage(int(usage.standard[r]), int(usage.interleaved[r])) <= p.limits[k].bytes
                for r, k in pairs)
 
@@ -89,7 +90,7 @@ INFEASIBLE = Problem(**{**vars(ONE), "limits": Budgets(60, 30, 0).limits})
 def test_soft_budgets_find_the_least_total_excess():
     best = solve_soft(INFEASIBLE, SETTINGS)
     assert (best.choice, best.excess, best.peak) == ((2,), (0, 15, 5), 65)
-    brute = min(every_choice(INFEASIBLE), key=lambda c: sum(usage_of(INFEASIBLE.rows, c).worst_excess(INFEASIBLE.limits)))
+    brute = min(every_choice(INFEASIBLE), key=lambda c: sum(INFEASIBLE.usage(c).worst_excess(INFEASIBLE.limits)))
     assert best.choice == brute
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from measures import absolute_floor, unneeded_changes
 
 from ipuplan import InfeasibleBudget, dump_plan
 from ipuplan.facts.check import check
 from ipuplan.facts.estimate import estimate
 from ipuplan.facts.plan_facts import plan_facts
-from ipuplan.model.build import absolute_floor, problem_of, unneeded_changes
-from ipuplan.model.problem import usage_of
+from ipuplan.model.build import problem_of
 from ipuplan.plan.budgets import Budgets
 from ipuplan.plan.layout import format_layout
 from ipuplan.replan.pipeline import optimize
@@ -55,7 +55,7 @@ def test_peak_is_proven_optimal_for_the_scope_and_meets_target(result):
 
 
 def test_solver_peak_equals_independent_estimate(problem, result):
-    assert usage_of(problem.rows, result.solve.choice).peak == estimate(result.plan).raw_peak
+    assert problem.usage(result.solve.choice).peak == estimate(result.plan).raw_peak
 
 
 def test_no_change_without_reason(problem, result):
@@ -64,7 +64,7 @@ def test_no_change_without_reason(problem, result):
 
 
 def test_at_least_as_good_as_greedy_and_bound(problem, result):
-    greedy = usage_of(problem.rows, greedy_choice(problem)).peak
+    greedy = problem.usage(greedy_choice(problem)).peak
     assert problem.lower_bound() <= result.after.raw_peak <= greedy
 
 

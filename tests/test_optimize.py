@@ -20,6 +20,7 @@ from ipuplan.solvers import SolverSettings, SolveStatus, solve
 from ipuplan.solvers.greedy import greedy_choice
 from ipuplan.space.levels.storage import partition_vectors
 from ipuplan.space.scopes import candidate_space
+from ipuplan.space.types import FreezeReason
 
 
 @pytest.fixture(scope="module")
@@ -78,13 +79,14 @@ def test_only_storage_values_change(reference_plan, space, result):
             assert result.plan.values[value.id].layout == value.layout
 
 
-def test_frozen_groups_say_why(space):
+def test_frozen_groups_say_why(reference_plan, space):
     reasons = {m: str(g.reason) for g in space.frozen for m in g.members}
     assert reasons[136].startswith("read by Gemm at step 12")
     assert reasons[4].startswith("no reader identified") or "ambiguity" in reasons[4]
     assert reasons[63].startswith("read by Convert at step 10")  # LocalKernel keeps its input's tiling
     assert reasons[145].startswith("read by Gemm at step 29")  # the attention product (no family yet)
-    assert all(g.reason for g in space.frozen)
+    assert set(space.reasons()) == {v.id for v in reference_plan.values}  # every value: free, or frozen and why
+    assert all(isinstance(g.reason, FreezeReason) for g in space.frozen)  # typed, not a bare string
 
 
 def test_bound_members_share_one_layout(space, result):

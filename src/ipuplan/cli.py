@@ -56,9 +56,6 @@ try:  # newer typer carries its own copy of click, whose errors are the ones rai
 except ImportError:
     from click import exceptions as click_errors
 
-EXIT_CODES = frozenset({0, 1, 2, 3, 4, 70, 130})
-"""Every exit code the command documents (the fuzz tests hold it to these)."""
-
 app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,

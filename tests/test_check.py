@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 from reference import with_step, with_value
 
-from ipuplan.facts.check import check, placement_problem
+from ipuplan.facts.check import MismatchKind, check, placement_problem
 from ipuplan.plan.format import ClassBytes
 from ipuplan.plan.layout import format_layout, parse_layout
 
@@ -80,3 +80,17 @@ def test_placement_rules(reference_plan):
     axes = (replace(layout.axes[0], tile_stride=1), layout.axes[1])
     assert "two shards on one tile" in placement_problem(replace(layout, axes=axes), 1472)
     assert "beyond tile" in placement_problem(replace(layout, axes=(replace(layout.axes[0], tile_stride=3), layout.axes[1])), 5000)
+
+
+def test_each_mismatch_says_its_kind_and_whether_a_rewrite_repairs_it(reference_plan):
+    usage = reference_plan.steps[5].usage.model_copy(update={"standard": 8})
+    stale = [*check(with_value(reference_plan, 20, bytes=1)), *check(with_step(reference_plan, 5, usage=usage)),
+             *check(reference_plan.model_copy(update={"total_peak_step": 3}))]
+    layout = parse_layout(reference_plan.values[3].layout)
+    wider = replace(layout, axes=(replace(layout.axes[0], partitions=layout.axes[0].partitions + 1), *layout.axes[1:]))
+    broken = check(with_value(reference_plan, 3, layout=format_layout(wider)))
+    scratch = check(with_step(reference_plan, 13, scratch=ClassBytes(standard=16, interleaved=0)))
+    assert {m.kind for m in stale} == {MismatchKind.VALUE_BYTES, MismatchKind.STEP_USAGE, MismatchKind.PLAN_PEAKS}
+    assert not any(m.kind.structural for m in stale)  # stale numbers: the rewrite recomputes them
+    assert MismatchKind.LAYOUT in {m.kind for m in broken} and MismatchKind.SCRATCH in {m.kind for m in scratch}
+    assert all(m.kind.structural for m in broken + scratch if m.kind in (MismatchKind.LAYOUT, MismatchKind.SCRATCH))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from functools import lru_cache
 from itertools import product
 from math import prod
@@ -16,6 +17,20 @@ from ipuplan.plan.format import Plan, Value
 from ipuplan.plan.layout import Layout, parse_layout
 
 
+class MismatchKind(str, Enum):
+    VALUE_BYTES = "value bytes"
+    STEP_USAGE = "step usage"
+    PLAN_PEAKS = "plan peaks and fit"
+    LAYOUT = "layout placement"
+    SCRATCH = "scratch rule"
+    GEMM_FAMILY = "Gemm family"
+
+    @property
+    def structural(self) -> bool:
+        """A rule of the format a rewrite cannot repair; the other kinds are stale numbers it recomputes."""
+        return self in (MismatchKind.LAYOUT, MismatchKind.SCRATCH, MismatchKind.GEMM_FAMILY)
+
+
 @dataclass(frozen=True)
 class Mismatch:
     """One disagreement: `where` is a location such as ``value 12`` or ``step 3``.
@@ -23,6 +38,7 @@ class Mismatch:
     Either a stored number that differs from the `expected` one, or a broken rule (`rule`).
     """
 
+    kind: MismatchKind
     where: str
     field: str
     stored: object = None
@@ -63,13 +79,13 @@ def _placement_problem_of_text(layout: str, chip_tiles: int) -> str | None:
 def _value_mismatches(value: Value, expected, chip_tiles: int) -> list[Mismatch]:
     where = f"value {value.id} ({value.name})"
     found = [
-        Mismatch(where, field, getattr(value, field), getattr(expected, field))
+        Mismatch(MismatchKind.VALUE_BYTES, where, field, getattr(value, field), getattr(expected, field))
         for field in ("shard_bytes", "aligned_bytes", "bytes")
         if getattr(value, field) != getattr(expected, field)
     ]
     problem = _placement_problem_of_text(value.layout, chip_tiles)
     if problem:
-        found.append(Mismatch(where, "layout", rule=problem))
+        found.append(Mismatch(MismatchKind.LAYOUT, where, "layout", rule=problem))
     return found
 
 
@@ -90,13 +106,14 @@ def _scratch_mismatches(plan: Plan, result: Estimate, flow: Dataflow) -> list[Mi
             allowed = (result_shard, 0)
         if allowed is not None and step.scratch.standard not in allowed:
             expected = allowed[0] if len(allowed) == 1 else f"{' or '.join(map(str, allowed))}"
-            found.append(Mismatch(f"step {step.index}", "scratch.standard", step.scratch.standard, expected))
+            found.append(Mismatch(MismatchKind.SCRATCH, f"step {step.index}", "scratch.standard", step.scratch.standard,
+                                  expected))
     return found
 
 
 def _top_level_mismatches(plan: Plan, result: Estimate) -> list[Mismatch]:
     found = [
-        Mismatch("plan", f"peak.{field}", getattr(plan.peak, field), getattr(result.peak, field))
+        Mismatch(MismatchKind.PLAN_PEAKS, "plan", f"peak.{field}", getattr(plan.peak, field), getattr(result.peak, field))
         for field in ("standard", "interleaved", "total", "maximum_standard_allocation")
         if getattr(plan.peak, field) != getattr(result.peak, field)
     ]
@@ -109,7 +126,7 @@ def _top_level_mismatches(plan: Plan, result: Estimate) -> list[Mismatch]:
         "fits_budget",
     ):
         if getattr(plan, field) != getattr(result, field):
-            found.append(Mismatch("plan", field, getattr(plan, field), getattr(result, field)))
+            found.append(Mismatch(MismatchKind.PLAN_PEAKS, "plan", field, getattr(plan, field), getattr(result, field)))
     return found
 
 
@@ -118,7 +135,8 @@ def _family_mismatches(facts: PlanFacts) -> list[Mismatch]:
     plan = facts.plan
     plain = [(family.gemm_step, problem) for family in facts.families for problem in family_problems(plan, family)]
     heads = [(family.gemm_step, problem) for family in facts.attention for problem in attention_problems(plan, family)]
-    return [Mismatch(f"step {step}", "Gemm family", rule=problem) for step, problem in plain + heads]
+    return [Mismatch(MismatchKind.GEMM_FAMILY, f"step {step}", "Gemm family", rule=problem)
+            for step, problem in plain + heads]
 
 
 def check(plan: Plan, facts: PlanFacts | None = None) -> list[Mismatch]:
@@ -135,8 +153,10 @@ def check(plan: Plan, facts: PlanFacts | None = None) -> list[Mismatch]:
         for cls, computed in (("standard", result.standard), ("interleaved", result.interleaved)):
             stored = getattr(step.usage, cls)
             if stored != computed[step.index]:
-                found.append(Mismatch(f"step {step.index}", f"usage.{cls}", stored, computed[step.index]))
+                found.append(Mismatch(MismatchKind.STEP_USAGE, f"step {step.index}", f"usage.{cls}", stored,
+                                     computed[step.index]))
     found += _scratch_mismatches(plan, result, facts.flow)
     found += _family_mismatches(facts)
     found += _top_level_mismatches(plan, result)
     return found
+

@@ -116,13 +116,10 @@ def _changes(before: Plan, after: Plan, old: Estimate, new: Estimate) -> tuple[C
     )
 
 
-STRUCTURAL_FIELDS = frozenset({"layout", "Gemm family", "scratch.standard"})
-"""Mismatches a rewrite cannot repair; stale derived numbers (bytes, usage, peaks) it recomputes."""
-
-
 def require_structurally_consistent(facts: PlanFacts) -> None:
-    """Refuse a plan whose layouts, families or scratch break the format's rules (PlanError, exit 2)."""
-    problems = [m for m in check(facts.plan, facts) if m.field in STRUCTURAL_FIELDS]
+    """Refuse a plan whose layouts, families or scratch break the format's rules (PlanError, exit 2); stale
+    derived numbers (bytes, usage, peaks) the rewrite recomputes."""
+    problems = [m for m in check(facts.plan, facts) if m.kind.structural]
     if problems:
         more = f" (and {len(problems) - 1} more; run `ipuplan check`)" if len(problems) > 1 else ""
         raise PlanError(f"the input plan is inconsistent: {problems[0]}{more}")

@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 from ipuplan import PlanError, write_plan
 from ipuplan.cli import app
 from ipuplan.replan.pipeline import optimize
-from ipuplan.report.diff import diff_lines, diff_plans
+from ipuplan.report.diff import diff_lines, diff_plans, tiling
 from ipuplan.workbench.synth import repeat_layers
 
 
@@ -20,7 +20,7 @@ def test_diff_lists_every_changed_value_and_the_peak(reference_plan, optimised):
     result = diff_plans(reference_plan, optimised)
     assert [v.value_id for v in result.values] == [8, 9, 12, 13, 20, 21, 24, 25, 31, 51, 53, 57, 59]
     qkv = result.values[0]
-    assert (qkv.old_partitions, qkv.old_bytes) == ((36, 4), 27_648)
+    assert (tiling(qkv.old_layout)[0], qkv.old_bytes) == ((36, 4), 27_648)
     assert qkv.new_bytes < qkv.old_bytes
     lines = diff_lines(result)
     assert lines[0].startswith("value 8 vit.encoder.layer0.attention.qkv.weight: partitions [36, 4] -> ")

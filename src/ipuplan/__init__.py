@@ -1,9 +1,7 @@
 """ipuplan: re-plan the tensor layouts of an IPU memory plan with CP-SAT.
 
-The pipeline, one module per concept: format -> layout / operation -> budgets / liveness ->
-estimate -> dataflow -> families -> facts -> check -> candidates (one module per freedom
-level) -> costs -> solvers (cpsat, highs, greedy) -> options -> rewrite -> optimizer ->
-report / page / diff -> exploration -> cli. `optimize` and `explore` are loaded on first use, so
+The pipeline, one folder per stage (the README's module map): plan/ -> facts/ -> space/ -> model/ ->
+solvers/ -> replan/ -> report/ -> workbench/ -> cli. `optimize` and `explore` are loaded on first use, so
 `import ipuplan` (and `ipuplan check`) does not pay for the solver's import.
 """
 
@@ -15,7 +13,7 @@ from ipuplan.plan.format import Plan, dump_plan, load_plan, plan_from_json, writ
 _ON_FIRST_USE = {
     "optimize": "ipuplan.replan.pipeline",
     "OptimizeResult": "ipuplan.replan.pipeline",
-    "Change": "ipuplan.replan.pipeline",
+    "ValueChange": "ipuplan.facts.check",
     "OptimizeOptions": "ipuplan.replan.options",
     "explore": "ipuplan.workbench.explore",
     "ExploreRow": "ipuplan.workbench.explore",
@@ -30,7 +28,6 @@ def __getattr__(name: str):
 
 __all__ = [
     "BudgetError",
-    "Change",
     "ExploreRow",
     "InfeasibleBudget",
     "IpuplanError",
@@ -38,6 +35,7 @@ __all__ = [
     "OptimizeResult",
     "Plan",
     "PlanError",
+    "ValueChange",
     "dump_plan",
     "explore",
     "load_plan",

@@ -1,7 +1,9 @@
-"""Consistency check: a plan's stored numbers against the estimate, plus layout legality."""
+"""Consistency check: a plan's stored numbers against the estimate, plus layout legality; and the two
+read-outs of a plan every report shares: what is live at a step, and what changed from another plan."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
@@ -14,7 +16,7 @@ from ipuplan.facts.estimate import Estimate
 from ipuplan.facts.gemm_families import family_problems
 from ipuplan.facts.plan_facts import PlanFacts, plan_facts
 from ipuplan.plan.format import Plan, Value
-from ipuplan.plan.layout import Layout, parse_layout
+from ipuplan.plan.layout import STANDARD, Layout, parse_layout
 
 
 class MismatchKind(str, Enum):
@@ -160,3 +162,65 @@ def check(plan: Plan, facts: PlanFacts | None = None) -> list[Mismatch]:
     found += _top_level_mismatches(plan, result)
     return found
 
+
+def class_word(memory_class: str) -> str:
+    return "standard" if memory_class == STANDARD else "interleaved"
+
+
+UNDECIDED = "not decided by any freedom level"
+
+
+@dataclass(frozen=True)
+class LiveValue:
+    """A value live at a step, as the explanation, the page and `ipuplan show` list it."""
+
+    value_id: int
+    name: str
+    memory_class: str
+    """"standard" or "interleaved"."""
+    bytes: int
+    frozen: str | None = None
+    """Why the optimiser keeps its layout; None when it may move it (or no candidate space was asked)."""
+
+    @property
+    def state(self) -> str:
+        return "free" if self.frozen is None else f"frozen: {self.frozen}"
+
+
+def live_values(plan: Plan, result: Estimate, step: int, reasons: Mapping[int, object] | None = None) -> list[LiveValue]:
+    """Every value live at `step`, largest first; with `reasons` (a candidate space's value -> why frozen, or
+    None when free) each says whether it is frozen and why."""
+    live = sorted(plan.steps[step].live, key=lambda v: (-result.values[v].bytes, v))
+    return [LiveValue(v, plan.values[v].name, class_word(plan.values[v].memory_class), result.values[v].bytes,
+                      _why_frozen(reasons, v)) for v in live]
+
+
+def _why_frozen(reasons: Mapping[int, object] | None, value: int) -> str | None:
+    if reasons is None:
+        return None
+    reason = reasons.get(value, UNDECIDED)
+    return None if reason is None else str(reason)
+
+
+@dataclass(frozen=True)
+class ValueChange:
+    """One value whose layout differs between two plans of one program."""
+
+    value_id: int
+    name: str
+    old_layout: str
+    new_layout: str
+    old_class: str
+    new_class: str
+    old_bytes: int
+    new_bytes: int
+
+
+def value_changes(old: Plan, new: Plan, before: Estimate, after: Estimate) -> tuple[ValueChange, ...]:
+    """Per value whose layout or class differs (the plans have the same values, in order), both estimates' bytes."""
+    return tuple(
+        ValueChange(a.id, a.name, a.layout, b.layout, a.memory_class, b.memory_class, before.values[a.id].bytes,
+                    after.values[b.id].bytes)
+        for a, b in zip(old.values, new.values)
+        if a.layout != b.layout or a.memory_class != b.memory_class
+    )

@@ -14,11 +14,11 @@ import time
 from dataclasses import asdict, dataclass
 
 from ipuplan.errors import InfeasibleBudget
+from ipuplan.facts.check import LiveValue, live_values
 from ipuplan.facts.plan_facts import PlanFacts
 from ipuplan.model.build import problem_of
 from ipuplan.model.problem import Problem, StepRow
 from ipuplan.plan.budgets import Budgets, Limit
-from ipuplan.plan.layout import STANDARD
 from ipuplan.replan.options import OptimizeOptions
 from ipuplan.solvers.conflict import (
     Conflict,
@@ -37,18 +37,6 @@ SCOPE_ORDER = (Scope.STORAGE, Scope.KERNELS, Scope.FULL)
 
 
 @dataclass(frozen=True)
-class Holder:
-    """A frozen value live at a conflict's step, counted by its budget."""
-
-    value_id: int
-    name: str
-    memory_class: str
-    bytes: int
-    frozen: str
-    """Why it keeps its layout."""
-
-
-@dataclass(frozen=True)
 class ConflictStep:
     step: int
     operation: str
@@ -61,7 +49,8 @@ class ConflictStep:
     free_values: int
     free_least_bytes: int
     """The least the free values can take here, whatever the other rows."""
-    holders: tuple[Holder, ...]
+    holders: tuple[LiveValue, ...]
+    """The frozen values live here that this budget counts, largest first."""
 
     @property
     def scratch(self) -> int:
@@ -113,18 +102,11 @@ class BudgetConflict(InfeasibleBudget):
         super().__init__(explanation.line)
 
 
-def _holders(facts: PlanFacts, space: CandidateSpace, step: int, limit: Limit) -> tuple[Holder, ...]:
+def _holders(facts: PlanFacts, space: CandidateSpace, step: int, limit: Limit) -> tuple[LiveValue, ...]:
     """Frozen values live at `step` whose class `limit` counts, largest first."""
-    plan, sizes, reasons = facts.plan, facts.estimate.values, space.reasons()
-    found = []
-    for v in plan.steps[step].live:
-        standard = plan.values[v].memory_class == STANDARD
-        counted = limit.standard if standard else limit.interleaved
-        reason = reasons.get(v, "not decided by any freedom level")
-        if counted and reason is not None:
-            kind = "standard" if standard else "interleaved"
-            found.append(Holder(v, plan.values[v].name, kind, sizes[v].bytes, str(reason)))
-    return tuple(sorted(found, key=lambda h: (-h.bytes, h.value_id)))
+    counted = {"standard": limit.standard, "interleaved": limit.interleaved}
+    live = live_values(facts.plan, facts.estimate, step, space.reasons())
+    return tuple(value for value in live if counted[value.memory_class] and value.frozen is not None)
 
 
 def conflict_step(facts: PlanFacts, space: CandidateSpace, problem: Problem, row: ConflictRow) -> ConflictStep:

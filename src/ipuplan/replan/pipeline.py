@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from ipuplan.errors import PlanError
-from ipuplan.facts.check import check
+from ipuplan.facts.check import ValueChange, check, value_changes
 from ipuplan.facts.estimate import Estimate
 from ipuplan.facts.plan_facts import PlanFacts, plan_facts
 from ipuplan.model.build import problem_of
@@ -27,18 +27,6 @@ from ipuplan.replan.rewrite import rewrite, with_budgets, with_derived_fields
 from ipuplan.solvers import Progress, SolveResult, SolveStatus, solve, solve_soft
 from ipuplan.space.scopes import candidate_space
 from ipuplan.space.types import CandidateSpace, FrozenGroup
-
-
-@dataclass(frozen=True)
-class Change:
-    value_id: int
-    name: str
-    old_layout: str
-    new_layout: str
-    old_class: str
-    new_class: str
-    old_bytes: int
-    new_bytes: int
 
 
 @dataclass(frozen=True)
@@ -74,7 +62,7 @@ class OptimizeResult:
     after: Estimate
     budgets: Budgets
     solve: SolveResult
-    changes: tuple[Change, ...]
+    changes: tuple[ValueChange, ...]
     frozen: tuple[FrozenGroup, ...]
     free_groups: int
     candidates: int
@@ -106,14 +94,6 @@ class OptimizeResult:
     def best_effort(self) -> bool:
         """The budgets could not be met and this is the plan of least excess (`options.best_effort`)."""
         return self.explanation is not None
-
-
-def _changes(before: Plan, after: Plan, old: Estimate, new: Estimate) -> tuple[Change, ...]:
-    return tuple(
-        Change(a.id, a.name, a.layout, b.layout, a.memory_class, b.memory_class, old.values[a.id].bytes, new.values[a.id].bytes)
-        for a, b in zip(before.values, after.values)
-        if a.layout != b.layout
-    )
 
 
 def require_structurally_consistent(facts: PlanFacts) -> None:
@@ -218,7 +198,7 @@ def _result(facts: PlanFacts, space: CandidateSpace, problem: Problem, solved: S
             *, explanation: Explanation | None, pins: Pins) -> OptimizeResult:
     """The rewritten plan (or the input, when it is at least as good) with every figure of the run."""
     after, note = _result_facts(facts, space, problem, solved)
-    changes = _changes(facts.plan, after.plan, facts.estimate, after.estimate)
+    changes = value_changes(facts.plan, after.plan, facts.estimate, after.estimate)
     choice = solved.choice if changes else problem.input_choice
     before_exchange, after_exchange = problem.exchange_of(problem.input_choice), problem.exchange_of(choice)
     return OptimizeResult(

@@ -5,23 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ipuplan.errors import PlanError
+from ipuplan.facts.check import ValueChange, value_changes
 from ipuplan.facts.estimate import Estimate, estimate
 from ipuplan.plan.format import Plan
-from ipuplan.plan.layout import Layout
-
-
-@dataclass(frozen=True)
-class ValueDiff:
-    value_id: int
-    name: str
-    old_partitions: tuple[int, ...]
-    new_partitions: tuple[int, ...]
-    old_strides: tuple[int | None, ...]
-    new_strides: tuple[int | None, ...]
-    old_class: str
-    new_class: str
-    old_bytes: int
-    new_bytes: int
+from ipuplan.plan.layout import parse_layout
 
 
 @dataclass(frozen=True)
@@ -33,14 +20,16 @@ class OperationDiff:
 
 @dataclass(frozen=True)
 class PlanDiff:
-    values: tuple[ValueDiff, ...]
+    values: tuple[ValueChange, ...]
     operations: tuple[OperationDiff, ...]
     before: Estimate
     after: Estimate
 
 
-def _tiling(layout: Layout) -> tuple[tuple[int, ...], tuple[int | None, ...]]:
-    return tuple(a.partitions for a in layout.axes), tuple(a.tile_stride for a in layout.axes)
+def tiling(layout: str) -> tuple[tuple[int, ...], tuple[int | None, ...]]:
+    """A layout's partitions and tile strides, per axis."""
+    axes = parse_layout(layout).axes
+    return tuple(a.partitions for a in axes), tuple(a.tile_stride for a in axes)
 
 
 def diff_plans(old: Plan, new: Plan) -> PlanDiff:
@@ -51,19 +40,10 @@ def diff_plans(old: Plan, new: Plan) -> PlanDiff:
             f"{len(old.steps)} vs {len(new.steps)} steps): diff compares re-plans of one scope"
         )
     before, after = estimate(old), estimate(new)
-    values = []
-    for a, b in zip(old.values, new.values):
-        if a.layout == b.layout and a.memory_class == b.memory_class:
-            continue
-        (old_p, old_s), (new_p, new_s) = _tiling(a.parsed_layout), _tiling(b.parsed_layout)
-        values.append(
-            ValueDiff(a.id, a.name, old_p, new_p, old_s, new_s, a.memory_class, b.memory_class,
-                      before.values[a.id].bytes, after.values[b.id].bytes)
-        )
     operations = tuple(
         OperationDiff(a.index, a.operation, b.operation) for a, b in zip(old.steps, new.steps) if a.operation != b.operation
     )
-    return PlanDiff(tuple(values), operations, before, after)
+    return PlanDiff(value_changes(old, new, before, after), operations, before, after)
 
 
 def _strides(strides: tuple[int | None, ...]) -> str:
@@ -75,10 +55,11 @@ def diff_lines(result: PlanDiff) -> list[str]:
     lines = []
     for change in result.values:
         cls = change.old_class if change.old_class == change.new_class else f"{change.old_class} -> {change.new_class}"
+        (old_partitions, old_strides), (new_partitions, new_strides) = tiling(change.old_layout), tiling(change.new_layout)
         lines.append(
-            f"value {change.value_id} {change.name}: partitions {list(change.old_partitions)} -> "
-            f"{list(change.new_partitions)}, strides {_strides(change.old_strides)} -> {_strides(change.new_strides)}, "
-            f"{cls}, {change.old_bytes:,} -> {change.new_bytes:,} bytes"
+            f"value {change.value_id} {change.name}: partitions {list(old_partitions)} -> {list(new_partitions)}, "
+            f"strides {_strides(old_strides)} -> {_strides(new_strides)}, {cls}, "
+            f"{change.old_bytes:,} -> {change.new_bytes:,} bytes"
         )
     for change in result.operations:
         lines.append(f"step {change.step}: {change.old} -> {change.new}")

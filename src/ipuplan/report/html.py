@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from ipuplan.errors import IpuplanError
+from ipuplan.facts.check import LiveValue, live_values
 from ipuplan.facts.estimate import Estimate, estimate
 from ipuplan.facts.plan_facts import PlanFacts, plan_facts
 from ipuplan.plan.budgets import Budgets
 from ipuplan.plan.format import Plan
-from ipuplan.plan.layout import STANDARD
 from ipuplan.plan.outputs import write_atomically
 from ipuplan.space.scopes import candidate_space
-from ipuplan.space.types import CandidateSpace, FreezeReason
+from ipuplan.space.types import CandidateSpace
 
 WIDTH, HEIGHT, MARGIN = 960, 360, 60
 COLOURS = {"standard": "#1f77b4", "interleaved": "#ff7f0e", "total": "#2ca02c", "scratch": "#9467bd",
@@ -96,30 +96,9 @@ def _legend(series: list[Series]) -> str:
     return f'<div class="legend">{items}</div>'
 
 
-@dataclass(frozen=True)
-class AnatomyRow:
-    value_id: int
-    name: str
-    memory_class: str
-    bytes: int
-    reason: FreezeReason | None
-    """Why the optimiser may not move it; None when it is free."""
-
-    @property
-    def state(self) -> str:
-        return "free" if self.reason is None else f"frozen: {self.reason}"
-
-
-def anatomy_rows(facts: PlanFacts, space: CandidateSpace, step_index: int) -> list[AnatomyRow]:
-    """Every value live at the step, largest first, with its bytes and why it is frozen (if it is)."""
-    plan, result = facts.plan, facts.estimate
-    reasons = space.reasons()
-    live = sorted(plan.steps[step_index].live, key=lambda v: (-result.values[v].bytes, v))
-    return [
-        AnatomyRow(v, plan.values[v].name, "standard" if plan.values[v].memory_class == STANDARD else "interleaved",
-                   result.values[v].bytes, reasons[v])
-        for v in live
-    ]
+def anatomy_rows(facts: PlanFacts, space: CandidateSpace, step_index: int) -> list[LiveValue]:
+    """Every value live at the step, largest first, with its bytes and why `space` freezes it (if it does)."""
+    return live_values(facts.plan, facts.estimate, step_index, space.reasons())
 
 
 def against_series(other: Estimate, label: str) -> Series:
@@ -144,7 +123,7 @@ def render_html(plan: Plan, against: Plan | None = None, against_label: str = ""
     scratch = (step.scratch.standard + step.scratch.interleaved) if step else 0
     body_rows = "\n".join(
         f"<tr><td>{row.value_id}</td><td>{html.escape(row.name)}</td><td>{row.memory_class}</td>"
-        f"<td class='n'>{row.bytes:,}</td><td class='{'free' if row.reason is None else 'frozen'}'>"
+        f"<td class='n'>{row.bytes:,}</td><td class='{'free' if row.frozen is None else 'frozen'}'>"
         f"{html.escape(row.state)}</td></tr>"
         for row in rows
     )

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from rich.table import Table
 
+from ipuplan.facts.check import live_values
 from ipuplan.facts.dataflow import Dataflow
 from ipuplan.facts.estimate import Estimate
 from ipuplan.plan.format import Plan
-from ipuplan.plan.layout import STANDARD
 
 
 def _kib(count: int) -> str:
@@ -46,17 +46,15 @@ def contributors_table(plan: Plan, result: Estimate, step_index: int, top: int =
     for name, justify in (("value", "right"), ("name", "left"), ("class", "left"), ("bytes", "right"), ("share", "right")):
         table.add_column(name, justify=justify)
     total = result.standard[step_index] + result.interleaved[step_index]
-    live = sorted(step.live, key=lambda v: (-result.values[v].bytes, v))
-    for value_id in live[:top]:
-        value = plan.values[value_id]
-        size = result.values[value_id].bytes
-        cls = "standard" if value.memory_class == STANDARD else "interleaved"
-        table.add_row(str(value_id), value.name, cls, f"{size:,}", f"{size / max(total, 1):.1%}")
+    live = live_values(plan, result, step_index)
+    for value in live[:top]:
+        table.add_row(str(value.value_id), value.name, value.memory_class, f"{value.bytes:,}",
+                      f"{value.bytes / max(total, 1):.1%}")
     scratch = step.scratch.standard + step.scratch.interleaved
     if scratch:
         table.add_row("-", "scratch", "", f"{scratch:,}", f"{scratch / max(total, 1):.1%}")
     if len(live) > top:
-        rest = sum(result.values[v].bytes for v in live[top:])
+        rest = sum(value.bytes for value in live[top:])
         table.add_row("-", f"{len(live) - top} more values", "", f"{rest:,}", f"{rest / max(total, 1):.1%}")
     return table
 

@@ -23,8 +23,7 @@ from ipuplan.model.build import problem_of
 from ipuplan.model.objective import Objective
 from ipuplan.model.problem import Problem, StepRow
 from ipuplan.plan.budgets import Budgets, Limit
-from ipuplan.replan.explain import BudgetConflict
-from ipuplan.replan.pipeline import optimize
+from ipuplan.replan.pipeline import BudgetConflict, optimize
 from ipuplan.replan.sweep import sweep
 from ipuplan.solvers import SolverSettings, SolveStatus, solve, solve_soft
 from ipuplan.solvers import conflict as conflicts

@@ -24,10 +24,10 @@ from ipuplan.errors import IpuplanError, PlanError
 from ipuplan.facts.check import check
 from ipuplan.facts.dataflow import dataflow
 from ipuplan.facts.estimate import estimate
+from ipuplan.facts.plan_facts import plan_facts
 from ipuplan.plan.format import load_plan, write_plan
 from ipuplan.plan.outputs import require_writable, write_atomically
 from ipuplan.replan.options import OptimizeOptions
-from ipuplan.replan.rewrite import with_budgets
 from ipuplan.report.diff import diff_lines, diff_plans
 from ipuplan.report.html import (
     explanation_html,
@@ -49,6 +49,7 @@ from ipuplan.report.text import (
     summary_table,
     sweep_table,
 )
+from ipuplan.space.scopes import Scope, candidate_space
 from ipuplan.workbench.synth import repeat_layers, unroll, with_budget_factor, with_scope
 
 try:  # newer typer carries its own copy of click, whose errors are the ones raised
@@ -217,10 +218,10 @@ def optimize_command(
             require_writable(report, inputs=(plan_path,), force=force)
         result, target = _optimize(plan_path, options, output, in_place, force, dump_model, quiet=as_json)
     except IpuplanError as error:
-        _report_failure(error, plan_path, options, report, as_json)
+        _report_failure(error, plan_path, report, as_json)
         raise
     if report is not None:
-        write_atomically(report, _page(result.plan, result.explanation, result.shortfall))
+        write_atomically(report, _page(result.facts, result.prepared.space, result.explanation, result.shortfall))
     if as_json:
         typer.echo(json.dumps(optimize_summary(result, str(plan_path), str(target)), indent=2))
     else:
@@ -251,20 +252,19 @@ def _print_result(result, target: Path) -> None:
     typer.echo(f"wrote {target}")
 
 
-def _page(plan, explanation, shortfall=()) -> str:
-    """The HTML report of `plan`, with the explanation and the shortfall when there are any."""
+def _page(facts, space, explanation, shortfall=()) -> str:
+    """The HTML report of `facts.plan` with the run's candidate space, and the explanation and the shortfall when
+    there are any."""
     sections = (explanation_html(explanation, explanation_lines(explanation)),) if explanation is not None else ()
-    return render_html(plan, sections=sections + ((shortfall_html(shortfall),) if shortfall else ()))
+    return render_html(facts, space, sections=sections + ((shortfall_html(shortfall),) if shortfall else ()))
 
 
-def _report_failure(error: IpuplanError, plan_path: Path, options: OptimizeOptions, report: Path | None,
-                    as_json: bool) -> None:
+def _report_failure(error: IpuplanError, plan_path: Path, report: Path | None, as_json: bool) -> None:
     """Before the one error line: the explanation (indented on stderr, or in the JSON object, and in the report
-    of the input under the budgets it was measured against)."""
+    of the input under the budgets it was measured against, from the failed run's own facts)."""
     explanation = getattr(error, "explanation", None)
     if explanation is not None and report is not None:
-        plan = load_plan(plan_path)
-        write_atomically(report, _page(with_budgets(plan, options.budgets_for(plan)), explanation))
+        write_atomically(report, _page(error.prepared.facts, error.prepared.space, explanation))
     if as_json:
         failure = {"input": str(plan_path), "status": _failure(error), "error": str(error)}
         if explanation is not None:
@@ -339,10 +339,10 @@ def sweep_command(
         plan = load_plan(plan_path)
         front = sweep(plan, options, max_points=points, on_point=None if as_json else _print_point)
     except IpuplanError as error:
-        _report_failure(error, plan_path, options, report, as_json)
+        _report_failure(error, plan_path, report, as_json)
         raise
     if report is not None:
-        write_atomically(report, render_html(with_budgets(plan, options.budgets_for(plan)), sections=(sweep_html(front),)))
+        write_atomically(report, render_html(front.prepared.facts, front.prepared.space, sections=(sweep_html(front),)))
     if as_json:
         typer.echo(json.dumps({"input": str(plan_path), "status": "ok", **front.summary()}, indent=2))
         return
@@ -423,6 +423,7 @@ def report_command(
     output: OutputFile,
     against: Annotated[Path | None, typer.Option(help="A second plan whose timeline is overlaid.")] = None,
     png: Annotated[Path | None, typer.Option(help="Also write the timeline as a PNG (needs ipuplan[plot]).")] = None,
+    scope: Annotated[Scope, typer.Option(help="The scope whose free and frozen values the anatomy shows.")] = Scope.FULL,
     force: Force = False,
 ) -> None:
     """An HTML page: usage timeline with budgets and the peak, and the anatomy of the peak step."""
@@ -431,13 +432,13 @@ def report_command(
             require_writable(target, inputs=(plan_path, *([against] if against else [])), force=force)
     if png is not None:
         require_matplotlib()
-    plan = load_plan(plan_path)
-    other = load_plan(against) if against is not None else None
+    facts = plan_facts(load_plan(plan_path))
+    other = estimate(load_plan(against)) if against is not None else None
     label = str(against) if against is not None else ""
-    write_atomically(output, render_html(plan, other, label))
+    write_atomically(output, render_html(facts, candidate_space(facts, scope), other, label))
     typer.echo(f"wrote {output}")
     if png is not None:
-        render_png(plan, str(png), other, label)
+        render_png(facts, str(png), other, label)
         typer.echo(f"wrote {png}")
 
 

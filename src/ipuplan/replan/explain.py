@@ -13,7 +13,6 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 
-from ipuplan.errors import InfeasibleBudget
 from ipuplan.facts.check import LiveValue, live_values
 from ipuplan.facts.plan_facts import PlanFacts
 from ipuplan.model.build import problem_of
@@ -92,14 +91,6 @@ class Explanation:
     def summary(self) -> dict:
         """For `--json`: every field, the holders of each step included."""
         return {**asdict(self), "steps": [{**asdict(s), "scratch": s.scratch} for s in self.steps]}
-
-
-class BudgetConflict(InfeasibleBudget):
-    """No layout meets the budgets; `explanation` says which rows conflict and what would fit (exit 3)."""
-
-    def __init__(self, explanation: Explanation) -> None:
-        self.explanation = explanation
-        super().__init__(explanation.line)
 
 
 def _holders(facts: PlanFacts, space: CandidateSpace, step: int, limit: Limit) -> tuple[LiveValue, ...]:

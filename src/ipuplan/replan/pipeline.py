@@ -1,17 +1,18 @@
 """`optimize`: the callable optimiser a compiler pipeline uses (the CLI calls the same function).
 
-The pipeline, each fact computed once: facts (liveness, dataflow, estimate, families) -> pins ->
-candidate space -> problem (indices and integers) -> solver backend -> rewrite (re-checked).
-When no layout meets the budgets: the explanation (a minimal conflict, `explain`), raised, or with
-`best_effort` the plan of least excess over the budgets, written with `fits_budget: false`.
+The pipeline, each stage run once: `prepare` (facts: liveness, dataflow, estimate, families -> pins ->
+candidate space -> problem) -> solver backend -> rewrite (re-checked). `sweep`, `explore` and the report
+read the same prepared run. When no layout meets the budgets: the explanation (a minimal conflict,
+`explain`), raised, or with `best_effort` the plan of least excess over the budgets, written with
+`fits_budget: false`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
-from ipuplan.errors import PlanError
+from ipuplan.errors import InfeasibleBudget, PlanError
 from ipuplan.facts.check import ValueChange, check, value_changes
 from ipuplan.facts.estimate import Estimate
 from ipuplan.facts.plan_facts import PlanFacts, plan_facts
@@ -20,13 +21,68 @@ from ipuplan.model.objective import Objective
 from ipuplan.model.problem import Problem, solution_fingerprint
 from ipuplan.plan.budgets import Budgets, excess
 from ipuplan.plan.format import Plan
-from ipuplan.replan.explain import BudgetConflict, Explanation, explain
+from ipuplan.replan.explain import Explanation, explain
 from ipuplan.replan.options import OptimizeOptions
 from ipuplan.replan.pins import Pins, resolve_pins
 from ipuplan.replan.rewrite import rewrite, with_budgets, with_derived_fields
 from ipuplan.solvers import Progress, SolveResult, SolveStatus, solve, solve_soft
 from ipuplan.space.scopes import candidate_space
 from ipuplan.space.types import CandidateSpace, FrozenGroup
+
+Phase = Callable[[str, str], None]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """The front half of a run, done once: what the solve, the explanation, the rewrite and the report read."""
+
+    options: OptimizeOptions
+    facts: PlanFacts
+    """Of the input, under the run's budgets."""
+    pins: Pins
+    space: CandidateSpace
+    """Of the run's scope, pins and classes."""
+    problem: Problem
+
+
+def _silent(name: str, detail: str) -> None:
+    """The phases of a run nobody watches."""
+
+
+def prepare(plan: Plan, options: OptimizeOptions, on_phase: Phase = _silent) -> Prepared:
+    """Facts, pins, candidate space and problem of `plan` under `options`; PlanError (exit 2) for a plan whose
+    layouts, families or scratch break the format's rules, or pins that name nothing."""
+    on_phase("analyse", f"{len(plan.values):,} values, {len(plan.steps):,} steps")
+    facts = plan_facts(plan, options.budgets_for(plan))
+    require_structurally_consistent(facts)
+    pins = resolve_pins(plan, options.freeze, options.pin_file)
+    on_phase("candidates", f"scope {options.scope.value}" + (f", {len(pins.frozen)} values pinned" if pins else ""))
+    space = candidate_space(facts, options.scope, pins.frozen, keep_classes=options.keep_classes)
+    return Prepared(options, facts, pins, space, problem_of(facts, space))
+
+
+def require_structurally_consistent(facts: PlanFacts) -> None:
+    """Refuse a plan whose layouts, families or scratch break the format's rules (PlanError, exit 2); stale
+    derived numbers (bytes, usage, peaks) the rewrite recomputes."""
+    problems = [m for m in check(facts.plan, facts) if m.kind.structural]
+    if problems:
+        more = f" (and {len(problems) - 1} more; run `ipuplan check`)" if len(problems) > 1 else ""
+        raise PlanError(f"the input plan is inconsistent: {problems[0]}{more}")
+
+
+def explain_run(prepared: Prepared, *, proven: bool) -> Explanation:
+    """Why the run's budgets cannot be met, from the run's own facts, space, problem and pins."""
+    return explain(prepared.facts, prepared.space, prepared.problem, prepared.options, prepared.pins.frozen, proven)
+
+
+class BudgetConflict(InfeasibleBudget):
+    """No layout meets the budgets; `explanation` says which rows conflict and what would fit (exit 3), and
+    `prepared` is the run that found it (its report needs no second look at the plan)."""
+
+    def __init__(self, explanation: Explanation, prepared: Prepared) -> None:
+        self.explanation = explanation
+        self.prepared = prepared
+        super().__init__(explanation.line)
 
 
 @dataclass(frozen=True)
@@ -56,24 +112,19 @@ def shortfall(result: Estimate, budgets: Budgets) -> tuple[Shortfall, ...]:
 
 @dataclass(frozen=True)
 class OptimizeResult:
-    plan: Plan
-    """The rewritten plan (the input, with recomputed fields, when nothing better was found)."""
-    before: Estimate
-    after: Estimate
-    budgets: Budgets
+    prepared: Prepared
+    """The run's front half: the input's facts, the pins, the candidate space and the problem."""
+    facts: PlanFacts
+    """Of the returned plan (the rewritten one, or the input with recomputed fields when nothing better was
+    found): its report reads them instead of inferring them again."""
     solve: SolveResult
     changes: tuple[ValueChange, ...]
-    frozen: tuple[FrozenGroup, ...]
-    free_groups: int
-    candidates: int
     exchange_bytes_added: int
     note: str
-    options: OptimizeOptions
     explanation: Explanation | None = None
     """Why the budgets cannot be met (with `best_effort`, when they could not)."""
     shortfall: tuple[Shortfall, ...] = ()
     """Where the returned plan exceeds its budgets (best effort, or an input returned unchanged)."""
-    pins: Pins = field(default_factory=Pins)
     exchange_before: int = 0
     """Bytes the movers send at the input's layouts (the `fit` objective's figure)."""
     exchange_after: int = 0
@@ -81,6 +132,43 @@ class OptimizeResult:
     """sha256 of the integers the solver saw: equal fingerprints, equal models."""
     solution_fingerprint: str = ""
     """sha256 of the chosen candidates: equal fingerprints, equal layouts."""
+
+    @property
+    def plan(self) -> Plan:
+        return self.facts.plan
+
+    @property
+    def before(self) -> Estimate:
+        return self.prepared.facts.estimate
+
+    @property
+    def after(self) -> Estimate:
+        return self.facts.estimate
+
+    @property
+    def budgets(self) -> Budgets:
+        return self.prepared.facts.budgets
+
+    @property
+    def options(self) -> OptimizeOptions:
+        return self.prepared.options
+
+    @property
+    def pins(self) -> Pins:
+        return self.prepared.pins
+
+    @property
+    def frozen(self) -> tuple[FrozenGroup, ...]:
+        """Every value group left alone, with why."""
+        return self.prepared.space.frozen
+
+    @property
+    def free_groups(self) -> int:
+        return len(self.prepared.space.free)
+
+    @property
+    def candidates(self) -> int:
+        return self.prepared.space.candidate_count
 
     @property
     def status(self) -> SolveStatus:
@@ -94,15 +182,6 @@ class OptimizeResult:
     def best_effort(self) -> bool:
         """The budgets could not be met and this is the plan of least excess (`options.best_effort`)."""
         return self.explanation is not None
-
-
-def require_structurally_consistent(facts: PlanFacts) -> None:
-    """Refuse a plan whose layouts, families or scratch break the format's rules (PlanError, exit 2); stale
-    derived numbers (bytes, usage, peaks) the rewrite recomputes."""
-    problems = [m for m in check(facts.plan, facts) if m.kind.structural]
-    if problems:
-        more = f" (and {len(problems) - 1} more; run `ipuplan check`)" if len(problems) > 1 else ""
-        raise PlanError(f"the input plan is inconsistent: {problems[0]}{more}")
 
 
 def no_better_than_input(problem: Problem, solved: SolveResult, facts: PlanFacts) -> bool:
@@ -124,8 +203,9 @@ def _objective_terms(problem: Problem, goal: Objective):
     return lambda choice: (problem.usage(choice).peak,)
 
 
-def _result_facts(facts: PlanFacts, space: CandidateSpace, problem: Problem, solved: SolveResult) -> tuple[PlanFacts, str]:
+def _result_facts(prepared: Prepared, solved: SolveResult) -> tuple[PlanFacts, str]:
     """The facts of the plan to return, and a note when it is the input unchanged."""
+    facts, space, problem = prepared.facts, prepared.space, prepared.problem
     if solved.status == SolveStatus.NO_SOLUTION and solved.peak is None:
         note = "no solution within the time limit: the input is returned unchanged"
     elif solved.constructed and solved.status == SolveStatus.FEASIBLE:
@@ -147,7 +227,7 @@ def optimize(
     options: OptimizeOptions | None = None,
     *,
     progress: Progress | None = None,
-    on_phase: Callable[[str, str], None] | None = None,
+    on_phase: Phase | None = None,
     dump_model: str | None = None,
     **option_values,
 ) -> OptimizeResult:
@@ -168,43 +248,50 @@ def optimize(
     (367216, 159076, 'optimal')
     """
     options = (options or OptimizeOptions()).with_values(**option_values)
-    phase = on_phase or (lambda name, detail: None)
-    phase("analyse", f"{len(plan.values):,} values, {len(plan.steps):,} steps")
-    facts = plan_facts(plan, options.budgets_for(plan))
-    require_structurally_consistent(facts)
-    pins = resolve_pins(plan, options.freeze, options.pin_file)
-    phase("candidates", f"scope {options.scope.value}" + (f", {len(pins.frozen)} values pinned" if pins else ""))
-    space = candidate_space(facts, options.scope, pins.frozen, keep_classes=options.keep_classes)
-    problem = problem_of(facts, space)
-    phase("solve", f"{options.solver.value}: {problem.groups:,} free groups, {sum(problem.candidate_counts):,} "
-                   f"candidates, {len(problem.rows):,} of {problem.steps_total:,} steps, {options.time_limit:g} s limit")
+    phase = on_phase or _silent
+    return solve_prepared(prepare(plan, options, phase), progress, phase, dump_model)
+
+
+def solve_prepared(prepared: Prepared, progress: Progress | None = None, on_phase: Phase = _silent,
+                   dump_model: str | None = None) -> OptimizeResult:
+    """The back half of `optimize`: solve, and when the budgets cannot be met explain (and with best effort
+    solve soft budgets); then rewrite."""
+    options, problem = prepared.options, prepared.problem
+    on_phase("solve", f"{options.solver.value}: {problem.groups:,} free groups, {sum(problem.candidate_counts):,} "
+                      f"candidates, {len(problem.rows):,} of {problem.steps_total:,} steps, {options.time_limit:g} s limit")
     settings = options.solver_settings(dump_model)
     solved = solve(problem, settings, options.solver, progress)
-    explanation = None
-    # Timed out with nothing that fits (neither a solution nor the constructive plan, nor the input).
+    if not _needs_explaining(prepared, solved):
+        return _result(prepared, solved)
+    on_phase("explain", "no layout meets the budgets: a minimal conflict")
+    explanation = explain_run(prepared, proven=solved.status == SolveStatus.INFEASIBLE)
+    if not options.best_effort:
+        raise BudgetConflict(explanation, prepared)
+    on_phase("best effort", "the least excess over the budgets")
+    solved = solve_soft(problem, settings, progress)
+    return _result(prepared, solved, explanation)
+
+
+def _needs_explaining(prepared: Prepared, solved: SolveResult) -> bool:
+    """Proven infeasible, or with best effort nothing found that fits (neither a solution nor the constructive
+    plan, nor the input)."""
+    if solved.status == SolveStatus.INFEASIBLE:
+        return True
+    problem = prepared.problem
     unmet = solved.status == SolveStatus.NO_SOLUTION or bool(problem.usage(solved.choice).violation(problem.limits))
-    unmet = unmet and not facts.estimate.fits_budget and solved.status != SolveStatus.INFEASIBLE
-    if solved.status == SolveStatus.INFEASIBLE or (options.best_effort and unmet):
-        phase("explain", "no layout meets the budgets: a minimal conflict")
-        explanation = explain(facts, space, problem, options, pins.frozen, solved.status == SolveStatus.INFEASIBLE)
-        if not options.best_effort:
-            raise BudgetConflict(explanation)
-        phase("best effort", "the least excess over the budgets")
-        solved = solve_soft(problem, settings, progress)
-    return _result(facts, space, problem, solved, options, explanation=explanation, pins=pins)
+    return prepared.options.best_effort and unmet and not prepared.facts.estimate.fits_budget
 
 
-def _result(facts: PlanFacts, space: CandidateSpace, problem: Problem, solved: SolveResult, options: OptimizeOptions,
-            *, explanation: Explanation | None, pins: Pins) -> OptimizeResult:
+def _result(prepared: Prepared, solved: SolveResult, explanation: Explanation | None = None) -> OptimizeResult:
     """The rewritten plan (or the input, when it is at least as good) with every figure of the run."""
-    after, note = _result_facts(facts, space, problem, solved)
+    facts, problem = prepared.facts, prepared.problem
+    after, note = _result_facts(prepared, solved)
     changes = value_changes(facts.plan, after.plan, facts.estimate, after.estimate)
     choice = solved.choice if changes else problem.input_choice
     before_exchange, after_exchange = problem.exchange_of(problem.input_choice), problem.exchange_of(choice)
     return OptimizeResult(
-        after.plan, facts.estimate, after.estimate, facts.budgets, solved, changes, space.frozen, len(space.free),
-        space.candidate_count, after_exchange - before_exchange, note, options, explanation=explanation,
-        shortfall=shortfall(after.estimate, facts.budgets), pins=pins, exchange_before=before_exchange,
+        prepared, after, solved, changes, after_exchange - before_exchange, note, explanation=explanation,
+        shortfall=shortfall(after.estimate, facts.budgets), exchange_before=before_exchange,
         exchange_after=after_exchange, model_fingerprint=problem.fingerprint(),
         solution_fingerprint=solution_fingerprint(choice),
     )

@@ -12,15 +12,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ipuplan.facts.plan_facts import plan_facts
-from ipuplan.model.build import problem_of
 from ipuplan.plan.format import Plan
-from ipuplan.replan.explain import BudgetConflict, explain
 from ipuplan.replan.options import OptimizeOptions
-from ipuplan.replan.pins import resolve_pins
-from ipuplan.replan.pipeline import require_structurally_consistent
+from ipuplan.replan.pipeline import BudgetConflict, Prepared, explain_run, prepare
 from ipuplan.solvers import FrontPoint, pareto_front
-from ipuplan.space.scopes import candidate_space
 
 KIB = 1024
 
@@ -47,6 +42,8 @@ class Sweep:
     """The front was walked to its least-exchange end (not cut short by --points or a time limit)."""
     seconds: float
     model_fingerprint: str
+    prepared: Prepared
+    """The run's facts, candidate space and problem (its report reads them)."""
 
     def summary(self) -> dict:
         return {
@@ -80,14 +77,11 @@ def sweep(plan: Plan, options: OptimizeOptions | None = None, *, max_points: int
     and best effort do not apply). Raises BudgetConflict, explained, when no layout meets the budgets."""
     started = time.perf_counter()
     options = (options or OptimizeOptions()).with_values(**option_values)
-    facts = plan_facts(plan, options.budgets_for(plan))
-    require_structurally_consistent(facts)
-    pinned = resolve_pins(plan, options.freeze, options.pin_file).frozen
-    space = candidate_space(facts, options.scope, pinned, keep_classes=options.keep_classes)
-    problem = problem_of(facts, space)
+    prepared = prepare(plan, options)
+    problem = prepared.problem
     front, complete = pareto_front(problem, options.solver_settings(), max_points, on_point)
     if not front and complete:
-        raise BudgetConflict(explain(facts, space, problem, options, pinned))
+        raise BudgetConflict(explain_run(prepared, proven=True), prepared)
     input_exchange = problem.exchange_of(problem.input_choice)
-    return Sweep(options.scope.value, facts.estimate.raw_peak, input_exchange, sweep_points(front, input_exchange),
-                 complete, time.perf_counter() - started, problem.fingerprint())
+    return Sweep(options.scope.value, prepared.facts.estimate.raw_peak, input_exchange, sweep_points(front, input_exchange),
+                 complete, time.perf_counter() - started, problem.fingerprint(), prepared)

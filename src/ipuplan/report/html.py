@@ -16,12 +16,11 @@ from itertools import pairwise
 
 from ipuplan.errors import IpuplanError
 from ipuplan.facts.check import LiveValue, live_values
-from ipuplan.facts.estimate import Estimate, estimate
-from ipuplan.facts.plan_facts import PlanFacts, plan_facts
+from ipuplan.facts.estimate import Estimate
+from ipuplan.facts.plan_facts import PlanFacts
 from ipuplan.plan.budgets import Budgets
 from ipuplan.plan.format import Plan
 from ipuplan.plan.outputs import write_atomically
-from ipuplan.space.scopes import candidate_space
 from ipuplan.space.types import CandidateSpace
 
 WIDTH, HEIGHT, MARGIN = 960, 360, 60
@@ -106,32 +105,17 @@ def against_series(other: Estimate, label: str) -> Series:
                   COLOURS["against"], True)
 
 
-def render_html(plan: Plan, against: Plan | None = None, against_label: str = "", title: str = "",
-                space: CandidateSpace | None = None, sections: tuple[str, ...] = ()) -> str:
-    """The whole report page as one string; `space` labels values free or frozen (default: the kernels scope);
-    `sections` (HTML) follow the anatomy."""
-    facts = plan_facts(plan)
-    result = facts.estimate
+def render_html(facts: PlanFacts, space: CandidateSpace, against: Estimate | None = None, against_label: str = "",
+                title: str = "", sections: tuple[str, ...] = ()) -> str:
+    """The whole report page of `facts.plan` under `facts.budgets` as one string; `space` (the run's, or the
+    scope the page is asked for) labels values free or frozen; `against` is overlaid; `sections` (HTML) follow
+    the anatomy."""
+    plan, result = facts.plan, facts.estimate
     series = timeline_series(plan, result)
-    other = estimate(against) if against is not None else None
-    if other is not None:
-        series.append(against_series(other, against_label or against.scope))
+    if against is not None:
+        series.append(against_series(against, against_label))
     peak_step = result.total_peak_step
-    svg = _svg(series, budget_lines(Budgets.of(plan)), peak_step, result.raw_peak, len(plan.steps))
-    rows = anatomy_rows(facts, space or candidate_space(facts), peak_step) if plan.steps else []
-    step = plan.steps[peak_step] if plan.steps else None
-    scratch = (step.scratch.standard + step.scratch.interleaved) if step else 0
-    body_rows = "\n".join(
-        f"<tr><td>{row.value_id}</td><td>{html.escape(row.name)}</td><td>{row.memory_class}</td>"
-        f"<td class='n'>{row.bytes:,}</td><td class='{'free' if row.frozen is None else 'frozen'}'>"
-        f"{html.escape(row.state)}</td></tr>"
-        for row in rows
-    )
-    comparison = ""
-    if other is not None:
-        comparison = (f"<p id='comparison'>against <b>{html.escape(against_label or against.scope)}</b>: "
-                      f"raw peak {other.raw_peak:,} B "
-                      f"at step {other.total_peak_step} ({result.raw_peak - other.raw_peak:+,} B here)</p>")
+    svg = _svg(series, budget_lines(facts.budgets), peak_step, result.raw_peak, len(plan.steps))
     heading = html.escape(title or f"ipuplan report: {plan.scope}")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{heading}</title>
@@ -144,22 +128,48 @@ td.n {{ text-align: right; font-variant-numeric: tabular-nums; }} td.free {{ col
 </style></head>
 <body>
 <h1>{heading}</h1>
-<p id="summary">{len(plan.values)} values, {len(plan.steps)} steps. Raw peak <b>{result.raw_peak:,} B</b> per tile at
-step <b id="peak-step">{peak_step}</b>; standard peak {result.peak.standard:,} B (with exchange rows), interleaved peak
-{result.peak.interleaved:,} B, effective peak {result.effective_peak_bytes:,} B of {plan.budget_bytes:,} B;
-fits budget: <b>{'yes' if result.fits_budget else 'no'}</b>.</p>
-{comparison}
+{_summary(facts)}
+{_comparison(result, against, against_label)}
 <h2>Usage per step</h2>
 {svg}
 {_legend(series)}
-<h2>Anatomy of the peak step {peak_step}{': ' + html.escape(step.operation) if step else ''}</h2>
-<p>{len(rows)} live values and {scratch:,} B of scratch; free values are those the optimiser (kernels scope) may re-lay out.</p>
-<table id="anatomy"><thead><tr><th>value</th><th>name</th><th>class</th><th>bytes</th><th>optimiser</th></tr></thead>
-<tbody>
-{body_rows}
-</tbody></table>
+{_anatomy(facts, space) if plan.steps else ""}
 {"".join(sections)}</body></html>
 """
+
+
+def _summary(facts: PlanFacts) -> str:
+    plan, result = facts.plan, facts.estimate
+    return (f"<p id=\"summary\">{len(plan.values)} values, {len(plan.steps)} steps. Raw peak <b>{result.raw_peak:,} B</b> "
+            f"per tile at\nstep <b id=\"peak-step\">{result.total_peak_step}</b>; standard peak {result.peak.standard:,} B "
+            f"(with exchange rows), interleaved peak\n{result.peak.interleaved:,} B, effective peak "
+            f"{result.effective_peak_bytes:,} B of {facts.budgets.budget_bytes:,} B;\nfits budget: "
+            f"<b>{'yes' if result.fits_budget else 'no'}</b>.</p>")
+
+
+def _comparison(result: Estimate, against: Estimate | None, label: str) -> str:
+    if against is None:
+        return ""
+    return (f"<p id='comparison'>against <b>{html.escape(label)}</b>: raw peak {against.raw_peak:,} B "
+            f"at step {against.total_peak_step} ({result.raw_peak - against.raw_peak:+,} B here)</p>")
+
+
+def _anatomy(facts: PlanFacts, space: CandidateSpace) -> str:
+    """The peak step's live values, each free or frozen (and why) in `space`."""
+    step_index = facts.estimate.total_peak_step
+    step = facts.plan.steps[step_index]
+    rows = anatomy_rows(facts, space, step_index)
+    body = "\n".join(
+        f"<tr><td>{row.value_id}</td><td>{html.escape(row.name)}</td><td>{row.memory_class}</td>"
+        f"<td class='n'>{row.bytes:,}</td><td class='{'free' if row.frozen is None else 'frozen'}'>"
+        f"{html.escape(row.state)}</td></tr>"
+        for row in rows
+    )
+    return (f"<h2>Anatomy of the peak step {step_index}: {html.escape(step.operation)}</h2>\n"
+            f"<p>{len(rows)} live values and {step.scratch.standard + step.scratch.interleaved:,} B of scratch; free "
+            f"values are those the optimiser may re-lay out in scope <b id='scope'>{html.escape(space.scope)}</b>.</p>\n"
+            "<table id=\"anatomy\"><thead><tr><th>value</th><th>name</th><th>class</th><th>bytes</th><th>optimiser</th>"
+            f"</tr></thead>\n<tbody>\n{body}\n</tbody></table>")
 
 
 def _table(table_id: str, headers: tuple[str, ...], rows: list[tuple]) -> str:
@@ -241,22 +251,23 @@ def require_matplotlib() -> None:
         raise IpuplanError("--png needs matplotlib: pip install 'ipuplan[plot]'") from None
 
 
-def render_png(plan: Plan, path: str, against: Plan | None = None, against_label: str = "") -> None:
-    """The timeline as a static image (needs matplotlib: pip install 'ipuplan[plot]'), written atomically."""
+def render_png(facts: PlanFacts, path: str, against: Estimate | None = None, against_label: str = "") -> None:
+    """The timeline of `facts.plan` as a static image (needs matplotlib: pip install 'ipuplan[plot]'), written
+    atomically."""
     require_matplotlib()
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    result = estimate(plan)
+    plan, result = facts.plan, facts.estimate
     series = timeline_series(plan, result)
     if against is not None:
-        series.append(against_series(estimate(against), against_label or against.scope))
+        series.append(against_series(against, against_label))
     figure, axis = plt.subplots(figsize=(10, 4))
     for item in series:
         axis.plot(item.points, color=item.colour, label=item.label, linestyle="--" if item.dashed else "-", linewidth=1.2)
-    for label, value in budget_lines(Budgets.of(plan)):
+    for label, value in budget_lines(facts.budgets):
         axis.axhline(value, color=COLOURS["budget"], linestyle=":", linewidth=0.8)
         axis.annotate(label, (len(plan.steps) - 1, value), fontsize=7, ha="right", va="bottom")
     axis.axvline(result.total_peak_step, color="black", linewidth=0.8)

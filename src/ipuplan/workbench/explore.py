@@ -20,7 +20,6 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ipuplan.errors import InfeasibleBudget, IpuplanError, PlanError
-from ipuplan.facts.estimate import estimate
 from ipuplan.plan.format import load_plan, write_plan
 from ipuplan.plan.outputs import write_atomically
 from ipuplan.replan.options import OptimizeOptions
@@ -99,15 +98,12 @@ def explore_one(path: str, out_dir: str, options: OptimizeOptions) -> ExploreRow
     try:
         row = replace(row, input_sha256=_sha256(source))
         plan = load_plan(source)
-        before = estimate(plan)
-        row = replace(row, scope=plan.scope, input_peak=before.raw_peak, fits_before=before.fits_budget)
+        row = replace(row, scope=plan.scope)
         result = optimize(plan, options)
         write_plan(result.plan, output)
         row = replace(row, output_sha256=_sha256(output))
     except IpuplanError as error:
-        status = "infeasible" if isinstance(error, InfeasibleBudget) else "error"
-        located = error.at(source=str(source)) if isinstance(error, PlanError) else error
-        return replace(row, status=status, error=str(located), seconds=time.perf_counter() - started)
+        return _failed(row, error, source, time.perf_counter() - started)
     except OSError as error:
         message = f"{error.filename or source}: {error.strerror}"
         return replace(row, error=message, seconds=time.perf_counter() - started)
@@ -118,12 +114,24 @@ def explore_one(path: str, out_dir: str, options: OptimizeOptions) -> ExploreRow
         status="best_effort" if short else "unchanged" if result.note else result.status.value,
         error=result.explanation.line if short else "",
         exchange_added=result.exchange_bytes_added,
+        input_peak=result.before.raw_peak,
         optimized_peak=result.after.raw_peak,
         fits_before=result.before.fits_budget,
         fits_after=result.after.fits_budget,
         gap=result.solve.gap,
         seconds=time.perf_counter() - started,
     )
+
+
+def _failed(row: ExploreRow, error: IpuplanError, source: Path, seconds: float) -> ExploreRow:
+    """The row of a plan that failed: its reason, and the input's figures when the run got as far as them."""
+    status = "infeasible" if isinstance(error, InfeasibleBudget) else "error"
+    located = error.at(source=str(source)) if isinstance(error, PlanError) else error
+    prepared = getattr(error, "prepared", None)
+    if prepared is not None:
+        before = prepared.facts.estimate
+        row = replace(row, input_peak=before.raw_peak, fits_before=before.fits_budget)
+    return replace(row, status=status, error=str(located), seconds=seconds)
 
 
 def _previous_rows(out_dir: Path) -> dict[str, ExploreRow]:

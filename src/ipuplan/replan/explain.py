@@ -93,6 +93,11 @@ class Explanation:
         return {**asdict(self), "steps": [{**asdict(s), "scratch": s.scratch} for s in self.steps]}
 
 
+def within(deadline: float, seconds: float) -> float:
+    """`seconds`, or what is left before `deadline` when that is less (a solver needs a few hundredths)."""
+    return max(min(seconds, deadline - time.perf_counter()), 0.05)
+
+
 def _holders(facts: PlanFacts, space: CandidateSpace, step: int, limit: Limit) -> tuple[LiveValue, ...]:
     """Frozen values live at `step` whose class `limit` counts, largest first."""
     counted = {"standard": limit.standard, "interleaved": limit.interleaved}
@@ -121,12 +126,14 @@ def raise_options(budgets: Budgets, limit: Limit, least: int) -> str:
     return f"--budget {budgets.budget_bytes + more}"
 
 
-def budget_raises(problem: Problem, budgets: Budgets, conflict: Conflict, seconds: float) -> tuple[BudgetRaise, ...]:
-    """Per budget of the conflict, the least bytes that fit with the other budgets as they are."""
+def budget_raises(problem: Problem, budgets: Budgets, conflict: Conflict, seconds: float,
+                  deadline: float) -> tuple[BudgetRaise, ...]:
+    """Per budget of the conflict, the least bytes that fit with the other budgets as they are (`seconds`
+    each, none past `deadline`)."""
     raises = []
     for k in sorted({row.limit for row in conflict.rows}):
         limit = problem.limits[k]
-        found = least_budget(problem, k, seconds)
+        found = least_budget(problem, k, within(deadline, seconds))
         value = found.high if found is not None and found.exact else None
         enough = False if found is None else (True if value is not None else None)
         flags = "" if value is None else raise_options(budgets, limit, value)
@@ -158,17 +165,18 @@ def freedoms(facts: PlanFacts, options: OptimizeOptions, pinned: frozenset[int],
 
 
 def explain(facts: PlanFacts, space: CandidateSpace, problem: Problem, options: OptimizeOptions,
-            pinned: frozenset[int] = frozenset(), proven: bool = True) -> Explanation:
-    """Why no layout of `space` meets the budgets of `facts`, within about `options.time_limit` seconds
-    (`proven`: a solver proved it; else it only found none in time)."""
+            pinned: frozenset[int] = frozenset(), *, proven: bool, deadline: float) -> Explanation:
+    """Why no layout of `space` meets the budgets of `facts`, by `deadline` (`time.perf_counter()` seconds;
+    `proven`: a solver proved it; else it only found none in time). Its parts share the time left: most
+    to the conflict, the rest to what would fit; a wider freedom is tried only while time is left."""
     started = time.perf_counter()
-    seconds = options.time_limit
+    seconds = max(deadline - started, 0.1)
     conflict = minimal_conflict(problem, seconds * 0.6)  # the heart of it: most of the time
-    lowest = lowest_peak_outside(problem, conflict, seconds * 0.1)
-    line = conflict_line(problem, conflict, lowest, seconds * 0.6, proven or conflict is not None)
+    lowest = lowest_peak_outside(problem, conflict, within(deadline, seconds * 0.1))
+    line = conflict_line(problem, conflict, lowest, round(seconds * 0.6, 1), proven or conflict is not None)
     steps = tuple(conflict_step(facts, space, problem, row) for row in conflict.rows) if conflict else ()
-    raises = budget_raises(problem, facts.budgets, conflict, seconds * 0.2) if conflict else ()
-    wider = freedoms(facts, options, pinned, started + seconds)
+    raises = budget_raises(problem, facts.budgets, conflict, seconds * 0.2, deadline) if conflict else ()
+    wider = freedoms(facts, options, pinned, deadline)
     peak = lowest.peak.high if lowest.peak is not None and lowest.peak.exact else None
     return Explanation(line, options.scope.value, steps, bool(conflict and conflict.minimal), raises, peak, lowest.within,
                        wider, time.perf_counter() - started)

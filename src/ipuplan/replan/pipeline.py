@@ -4,11 +4,12 @@ The pipeline, each stage run once: `prepare` (facts: liveness, dataflow, estimat
 candidate space -> problem) -> solver backend -> rewrite (re-checked). `sweep`, `explore` and the report
 read the same prepared run. When no layout meets the budgets: the explanation (a minimal conflict,
 `explain`), raised, or with `best_effort` the plan of least excess over the budgets, written with
-`fits_budget: false`.
+`fits_budget: false`. `time_limit` bounds the solve, the explanation and the best effort together.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -25,7 +26,7 @@ from ipuplan.replan.explain import Explanation, explain
 from ipuplan.replan.options import OptimizeOptions
 from ipuplan.replan.pins import Pins, resolve_pins
 from ipuplan.replan.rewrite import rewrite, with_budgets, with_derived_fields
-from ipuplan.solvers import Progress, SolveResult, SolveStatus, solve, solve_soft
+from ipuplan.solvers import Progress, SolveResult, SolverSettings, SolveStatus, solve, solve_soft
 from ipuplan.space.scopes import candidate_space
 from ipuplan.space.types import CandidateSpace, FrozenGroup
 
@@ -70,9 +71,10 @@ def require_structurally_consistent(facts: PlanFacts) -> None:
         raise PlanError(f"the input plan is inconsistent: {problems[0]}{more}")
 
 
-def explain_run(prepared: Prepared, *, proven: bool) -> Explanation:
-    """Why the run's budgets cannot be met, from the run's own facts, space, problem and pins."""
-    return explain(prepared.facts, prepared.space, prepared.problem, prepared.options, prepared.pins.frozen, proven)
+def explain_run(prepared: Prepared, *, proven: bool, deadline: float) -> Explanation:
+    """Why the run's budgets cannot be met, by `deadline`, from the run's own facts, space, problem and pins."""
+    return explain(prepared.facts, prepared.space, prepared.problem, prepared.options, prepared.pins.frozen,
+                   proven=proven, deadline=deadline)
 
 
 class BudgetConflict(InfeasibleBudget):
@@ -255,20 +257,23 @@ def optimize(
 def solve_prepared(prepared: Prepared, progress: Progress | None = None, on_phase: Phase = _silent,
                    dump_model: str | None = None) -> OptimizeResult:
     """The back half of `optimize`: solve, and when the budgets cannot be met explain (and with best effort
-    solve soft budgets); then rewrite."""
+    solve soft budgets), all by one deadline `time_limit` after the solve starts; then rewrite."""
     options, problem = prepared.options, prepared.problem
     on_phase("solve", f"{options.solver.value}: {problem.groups:,} free groups, {sum(problem.candidate_counts):,} "
                       f"candidates, {len(problem.rows):,} of {problem.steps_total:,} steps, {options.time_limit:g} s limit")
+    deadline = time.perf_counter() + options.time_limit
     settings = options.solver_settings(dump_model)
     solved = solve(problem, settings, options.solver, progress)
     if not _needs_explaining(prepared, solved):
         return _result(prepared, solved)
+    # the soft solve's share is set aside first: the explanation cannot eat it
+    soft_seconds = min(options.time_limit / 2, max(deadline - time.perf_counter(), 0.1)) if options.best_effort else 0
     on_phase("explain", "no layout meets the budgets: a minimal conflict")
-    explanation = explain_run(prepared, proven=solved.status == SolveStatus.INFEASIBLE)
+    explanation = explain_run(prepared, proven=solved.status == SolveStatus.INFEASIBLE, deadline=deadline - soft_seconds)
     if not options.best_effort:
         raise BudgetConflict(explanation, prepared)
     on_phase("best effort", "the least excess over the budgets")
-    solved = solve_soft(problem, settings, progress)
+    solved = solve_soft(problem, _soft_settings(settings, soft_seconds, deadline), progress)
     return _result(prepared, solved, explanation)
 
 
@@ -280,6 +285,13 @@ def _needs_explaining(prepared: Prepared, solved: SolveResult) -> bool:
     problem = prepared.problem
     unmet = solved.status == SolveStatus.NO_SOLUTION or bool(problem.usage(solved.choice).violation(problem.limits))
     return prepared.options.best_effort and unmet and not prepared.facts.estimate.fits_budget
+
+
+def _soft_settings(settings: SolverSettings, reserved: float, deadline: float) -> SolverSettings:
+    """With one worker the reserved share, so that the deterministic limit (and the bytes written) does not hang
+    on how long the explanation took; else all the time left."""
+    seconds = reserved if settings.deterministic else max(deadline - time.perf_counter(), reserved)
+    return replace(settings, time_limit=seconds)
 
 
 def _result(prepared: Prepared, solved: SolveResult, explanation: Explanation | None = None) -> OptimizeResult:

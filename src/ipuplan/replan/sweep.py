@@ -81,7 +81,8 @@ def sweep(plan: Plan, options: OptimizeOptions | None = None, *, max_points: int
     problem = prepared.problem
     front, complete = pareto_front(problem, options.solver_settings(), max_points, on_point)
     if not front and complete:
-        raise BudgetConflict(explain_run(prepared, proven=True), prepared)
+        deadline = time.perf_counter() + options.time_limit
+        raise BudgetConflict(explain_run(prepared, proven=True, deadline=deadline), prepared)
     input_exchange = problem.exchange_of(problem.input_choice)
     return Sweep(options.scope.value, prepared.facts.estimate.raw_peak, input_exchange, sweep_points(front, input_exchange),
                  complete, time.perf_counter() - started, problem.fingerprint(), prepared)

@@ -10,9 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import with_step, with_value
 
+from ipuplan.facts.check import check
 from ipuplan.facts.estimate import GRANULE, Budgets, estimate, shard_bytes, value_bytes
 from ipuplan.plan.debug_syntax import Atom
-from ipuplan.plan.format import ClassBytes
+from ipuplan.plan.format import MAX_COUNT, ClassBytes
 from ipuplan.plan.layout import (
     INTERLEAVED,
     MEMORY_CLASSES,
@@ -90,6 +91,19 @@ def test_step_sums_match_a_plain_sum_over_each_live_set(reference_plan):
     for step in reference_plan.steps:
         live = [result.values[v].bytes for v in step.live if reference_plan.values[v].memory_class == "Ipu21Standard"]
         assert result.standard[step.index] == sum(live) + step.scratch.standard
+
+
+@pytest.mark.parametrize("copies", [1, MAX_COUNT])
+def test_numbers_past_the_loaders_bounds_and_int64_are_exact_and_check_reports_them(reference_plan, copies):
+    """A damaged plan's shape (each number within the loader's bounds) makes a value of 2**48 bytes and more;
+    with the most copies the loader takes, more than int64 holds."""
+    huge = with_value(reference_plan, 41, shape=[738_084, 739_201, 737_281], copies=copies)
+    result = estimate(huge)
+    value = result.values[41].bytes
+    step = next(s for s in huge.steps if 41 in s.live)
+    assert value > MAX_COUNT and (value > 2**63) == (copies == MAX_COUNT)
+    assert result.standard[step.index] + result.interleaved[step.index] >= value
+    assert result.peak.total >= value and any(m.field == "peak.total" for m in check(huge))
 
 
 # Properties of the estimate on random tensors and layouts, each layout printed and parsed back by the grammar.

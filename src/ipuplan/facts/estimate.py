@@ -13,7 +13,7 @@ import numpy as np
 
 from ipuplan.facts.liveness import Liveness, live_entries, liveness
 from ipuplan.plan.budgets import Budgets
-from ipuplan.plan.format import Peak, Plan, Value
+from ipuplan.plan.format import MAX_COUNT, Peak, Plan, Value
 from ipuplan.plan.layout import INTERLEAVED, STANDARD, Layout, round_up
 
 GRANULE = {STANDARD: 16 * 1024, INTERLEAVED: 32 * 1024}
@@ -127,6 +127,13 @@ def _first_max(series: np.ndarray) -> tuple[int, int]:
     return int(series[step]), step
 
 
+def _sum_type(sizes: list[int], lengths: np.ndarray) -> type:
+    """int64 for the per-step sums, unless a step's might pass it (a damaged plan's absurd shape, padding or
+    copies; scratch is at most MAX_COUNT per class): then Python's ints, exact where int64 would wrap."""
+    most = max(sizes, default=0) * int(lengths.max(initial=0)) + 2 * MAX_COUNT
+    return np.int64 if most < 2**63 else object
+
+
 def estimate(plan: Plan, budgets: Budgets | None = None, live: Liveness | None = None) -> Estimate:
     """Every derived number of a plan, from its layouts, live sets and scratch.
 
@@ -135,10 +142,11 @@ def estimate(plan: Plan, budgets: Budgets | None = None, live: Liveness | None =
     budgets = budgets or Budgets.of(plan)
     aligned = amp_aligned_values(plan, live or liveness(plan))
     values = _own_bytes(plan, aligned)
-    sizes = np.array([v.bytes for v in values], dtype=np.int64)
+    lengths, value_of = live_entries(plan)
+    byte_counts = [v.bytes for v in values]
+    sizes = np.array(byte_counts, dtype=_sum_type(byte_counts, lengths))
     is_standard = np.array([v.memory_class == STANDARD for v in plan.values], dtype=bool)
     scratch = np.array([(s.scratch.standard, s.scratch.interleaved) for s in plan.steps], dtype=np.int64).reshape(-1, 2)
-    lengths, value_of = live_entries(plan)
     standard = _per_step_sums(lengths, value_of, np.where(is_standard, sizes, 0)) + scratch[:, 0]
     interleaved = _per_step_sums(lengths, value_of, np.where(is_standard, 0, sizes)) + scratch[:, 1]
     max_standard, standard_step = _first_max(standard)
@@ -146,7 +154,8 @@ def estimate(plan: Plan, budgets: Budgets | None = None, live: Liveness | None =
     max_total, total_step = _first_max(standard + interleaved)
     exchange = plan.peak.exchange_rows
     standard_sizes = [v.bytes for v, std in zip(values, is_standard) if std]
-    peak = Peak(
+    # computed, not read: the loader's bounds do not apply (`check` reports a damaged plan's numbers past them)
+    peak = Peak.model_construct(
         standard=max_standard + exchange,
         interleaved=max_interleaved,
         total=max_total + exchange,

@@ -127,6 +127,10 @@ def test_not_an_object():
         (lambda r: r["timeline"]["values"][5].update(precision="Q7"), "timeline.values[5].precision", "unknown"),
         (lambda r: r["timeline"]["values"][5].update({"class": "Ipu21Interleaved"}), "timeline.values[5].class", "differs"),
         (lambda r: r["timeline"]["steps"][2].update(operation="Gemm { mode: }"), "timeline.steps[2].operation", "malformed"),
+        (lambda r: r["timeline"]["steps"][25].update(operation="Copy { mapping: CoordinateMapping { offsets: [] } }"),
+         "timeline.steps[25].operation", "Copy mapping without view"),
+        (lambda r: r["timeline"]["steps"][13].update(operation="Sum { axis: x, staging: Complete }"),
+         "timeline.steps[13].operation", "Sum axis must be an integer"),
     ],
 )
 def test_bad_input_names_file_and_location(reference_raw, mutate, location, words):

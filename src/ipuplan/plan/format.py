@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ipuplan.errors import PlanError, SyntaxProblem
 from ipuplan.plan.layout import Layout, element_size, parse_layout
-from ipuplan.plan.operation import Operation, parse_operation
+from ipuplan.plan.operation import Operation, operation_problem, parse_operation
 from ipuplan.plan.outputs import write_atomically
 
 MAX_COUNT = 2**48
@@ -229,10 +229,9 @@ def _check_references(plan: Plan) -> None:
         where = f"timeline.steps[{position}]"
         if step.index != position:
             raise PlanError(f"index {step.index} out of order (expected {position})", location=f"{where}.index")
-        try:
-            parse_operation(step.operation)
-        except SyntaxProblem as problem:
-            raise PlanError(f"malformed operation: {problem}", location=f"{where}.operation") from None
+        problem = operation_problem(step.operation)
+        if problem is not None:
+            raise PlanError(f"malformed operation: {problem}", location=f"{where}.operation")
         _check_live(plan.values, aliases, step, where)
 
 

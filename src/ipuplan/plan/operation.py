@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ipuplan.errors import SyntaxProblem
 from ipuplan.plan.debug_syntax import Atom, Call, ListTerm, Struct, Term, as_int, format_terms, int_atom, parse_terms
 
 KNOWN_KINDS = frozenset(
@@ -67,16 +68,16 @@ class Operation:
         struct = self.struct
         if self.kind != "Copy" or struct is None:
             return None
-        mapping = struct.get("mapping")
-        return mapping.get("view") if isinstance(mapping, Struct) else None
+        mapping = _field(struct, "mapping", "Copy")
+        return _field(mapping, "view", "Copy mapping") if isinstance(mapping, Struct) else None
 
     @property
     def copy_offsets(self) -> tuple[int, ...]:
         struct = self.struct
         if self.kind != "Copy" or struct is None:
             return ()
-        mapping = struct.get("mapping")
-        offsets = mapping.get("offsets") if isinstance(mapping, Struct) else None
+        mapping = _field(struct, "mapping", "Copy")
+        offsets = _field(mapping, "offsets", "Copy mapping") if isinstance(mapping, Struct) else None
         return tuple(as_int(t, "offset") for t in offsets.items) if isinstance(offsets, ListTerm) else ()
 
     @property
@@ -98,7 +99,7 @@ class Operation:
         struct = self.struct
         if self.kind != "Sum" or struct is None:
             return None
-        return as_int(struct.get("axis"), "Sum axis")
+        return as_int(_field(struct, "axis", "Sum"), "Sum axis")
 
     def gemm_field(self, key: str) -> int:
         struct = self.struct
@@ -115,7 +116,30 @@ class Operation:
         return Operation((struct,))
 
 
+def _field(struct: Struct, key: str, what: str) -> Term:
+    try:
+        return struct.get(key)
+    except KeyError:
+        raise SyntaxProblem(f"{what} without {key}") from None
+
+
 @lru_cache(maxsize=4096)
 def parse_operation(text: str) -> Operation:
     """Parse an operation string; raises SyntaxProblem when it is not well-formed Debug text."""
     return Operation(parse_terms(text))
+
+
+@lru_cache(maxsize=4096)
+def operation_problem(text: str) -> str | None:
+    """Why ipuplan cannot read an operation string, or None: not well-formed, or a field it reads missing or
+    malformed (a Copy's mapping offsets and view, a Sum's axis). The loader asks, so no later reader meets one."""
+    try:
+        _read_fields(parse_operation(text))
+    except SyntaxProblem as problem:
+        return str(problem)
+    return None
+
+
+def _read_fields(operation: Operation) -> tuple:
+    """Every field ipuplan reads of an operation; each accessor raises SyntaxProblem on one it cannot read."""
+    return operation.copy_offsets, operation.copy_view, operation.sum_axis

@@ -13,7 +13,7 @@ from math import prod
 from ipuplan.facts.attention_families import attention_problems
 from ipuplan.facts.dataflow import Dataflow
 from ipuplan.facts.estimate import Estimate
-from ipuplan.facts.gemm_families import family_problems
+from ipuplan.facts.gemm_families import family_problems, sum_scratch
 from ipuplan.facts.plan_facts import PlanFacts, plan_facts
 from ipuplan.plan.format import Plan, Value
 from ipuplan.plan.layout import STANDARD, Layout, parse_layout
@@ -101,7 +101,7 @@ def _scratch_mismatches(plan: Plan, result: Estimate, flow: Dataflow) -> list[Mi
         result_shard = result.values[step_flow.writes[0]].shard_bytes
         allowed: tuple[int, ...] | None = None
         if operation.sum_axis == 0 and len(step_flow.reads) == 1:
-            allowed = ((plan.values[step_flow.reads[0]].shape[0] + 1) * result_shard,)
+            allowed = (sum_scratch(plan.values[step_flow.reads[0]].shape[0], result_shard),)
         elif operation.conversion == "StageLogicalThenTransform":
             allowed = (result_shard,)
         elif operation.has_view:

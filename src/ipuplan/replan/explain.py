@@ -31,9 +31,6 @@ from ipuplan.solvers.conflict import (
 from ipuplan.space.scopes import Scope, candidate_space
 from ipuplan.space.types import CandidateSpace
 
-SCOPE_ORDER = (Scope.STORAGE, Scope.KERNELS, Scope.FULL)
-"""Narrowest first: a scope after the current one is a freedom to try."""
-
 
 @dataclass(frozen=True)
 class ConflictStep:
@@ -144,7 +141,7 @@ def budget_raises(problem: Problem, budgets: Budgets, conflict: Conflict, second
 def wider_freedoms(options: OptimizeOptions) -> list[tuple[str, Scope, bool, bool]]:
     """(options to give, scope, keep classes, keep the pins) for every freedom wider than `options`."""
     wider = [(f"--scope {s.value}", s, options.keep_classes, True)
-             for s in SCOPE_ORDER[SCOPE_ORDER.index(options.scope) + 1:]]
+             for s in options.scope.wider()]
     if options.keep_classes:
         wider.append((f"--scope {Scope.FULL.value} --no-keep-classes", Scope.FULL, False, True))
     if options.freeze or options.pin_file is not None:

@@ -40,7 +40,8 @@ class OptimizeOptions(BaseModel):
     )
     solver: Annotated[Backend, Field(description="Solver backend (highs needs ipuplan[highs]).")] = Backend.CPSAT
     time_limit: Annotated[
-        float, Field(ge=0.1, le=86400.0, description="Seconds for the solver (deterministic units with --workers 1).")
+        float, Field(ge=0.1, le=86400.0, description="Seconds for the run after preparing it: the solve and, when the budgets cannot be met, "
+                                  "the explanation and best effort share them (deterministic units with --workers 1).")
     ] = 10.0
     workers: Annotated[
         int | None, Field(ge=1, le=256, description="Solver workers; 1 = deterministic, same bytes every run.")

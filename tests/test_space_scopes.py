@@ -14,9 +14,9 @@ from ipuplan.space.scopes import Level, Scope, UnknownScope, candidate_space, le
 from ipuplan.space.types import Candidate, Decisions, FreeGroup, Freeze, FreezeReason
 
 
-def test_kernels_scope_adds_kernel_groups(spaces):
+def test_kernels_scope_adds_gemm_and_attention_families(spaces):
     assert {g.kind for g in spaces["storage"].free} == {"storage"}
-    assert {g.kind for g in spaces["kernels"].free} == {"kernel", "storage"}
+    assert {g.kind for g in spaces["kernels"].free} == {"kernel", "attention", "storage"}
     assert spaces["kernels"].candidate_count > spaces["storage"].candidate_count
 
 
@@ -74,10 +74,10 @@ def test_scopes_are_ordered_as_defined_narrowest_first():
     ("scope", "keep_classes", "names"),
     [
         (Scope.STORAGE, False, ["storage"]),
-        (Scope.KERNELS, False, ["kernels", "storage"]),
-        (Scope.FULL, False, ["kernels", "attention", "classes", "retile"]),
-        (Scope.FULL, True, ["kernels", "attention", "retile"]),
-        (Scope.KERNELS, True, ["kernels", "storage"]),
+        (Scope.KERNELS, False, ["kernels", "attention", "storage"]),
+        (Scope.FULL, False, ["kernels", "attention", "classes", "storage"]),
+        (Scope.FULL, True, ["kernels", "attention", "storage"]),
+        (Scope.KERNELS, True, ["kernels", "attention", "storage"]),
     ],
 )
 def test_each_scope_runs_its_registered_levels_in_registry_order(scope, keep_classes, names):

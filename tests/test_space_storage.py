@@ -1,4 +1,5 @@
-"""Freedom level `storage` (space/levels/storage.py): partitions and strides by hand, and its layouts on the reference plan."""
+"""Freedom level `storage` (space/levels/storage.py, retile.py): partitions and strides by hand, and its layouts on the
+reference plan."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pytest
 from ipuplan.facts.check import placement_problem
 from ipuplan.facts.estimate import shard_bytes
 from ipuplan.plan.layout import INTERLEAVED, STANDARD, parse_layout
-from ipuplan.space.levels.storage import layout_options, partition_options, partition_vectors, placed_strides
+from ipuplan.space.levels.retile import retiled_options
+from ipuplan.space.levels.storage import partition_options, partition_vectors, placed_strides
 
 
 def axis(dimension: int, partitions: int, stride: int | None, block: int = 1) -> str:
@@ -74,9 +76,9 @@ def test_placed_strides_leave_unplaced_axes_unplaced():
 
 
 def test_layout_options_on_a_small_grid():
-    # the input shard is 2 x 3 elements; smaller or equal: 2x2 (6), 1x6 (4), 4x2 (3), in each class,
-    # less the input itself (2x2 standard)
-    options = layout_options(GRID, (4, 6), 2, 8)
+    # the input shard is 2 x 3 elements; smaller or equal: 2x2 (6), 1x6 (4, as large as the flat layout over 6
+    # tiles), 4x2 (3), in each class, less the input itself (2x2 standard)
+    options = retiled_options(GRID, (4, 6), 2, 8)
     shards = [(o.memory_class, tuple(a.partitions for a in o.axes)) for o in options]
     assert shards == [
         (STANDARD, (4, 2)), (STANDARD, (1, 6)),
@@ -89,6 +91,34 @@ def test_layout_options_never_the_input_never_larger(facts):
     tiles = facts.plan.tile_count
     for value in facts.plan.values:
         original = shard_bytes(value.shape, value.element_size, value.parsed_layout)
-        for option in layout_options(value.parsed_layout, tuple(value.shape), value.element_size, tiles):
+        for option in retiled_options(value.parsed_layout, tuple(value.shape), value.element_size, tiles):
             assert option != value.parsed_layout, value.id
             assert shard_bytes(value.shape, value.element_size, option) <= original, value.id
+
+
+def test_the_cap_on_sizes_keeps_the_smallest_shard_of_each_class(facts, spaces, monkeypatch):
+    """MAX_CANDIDATES_PER_CLASS loses nothing for the peak or the budgets: a storage group's bytes at every step
+    grow with its shard, and the smallest shard of each class over every size the level allows is kept."""
+    from ipuplan.space.levels import retile, storage
+
+    values, tiles = facts.plan.values, facts.plan.tile_count
+    groups = [g for g in spaces["storage"].free if g.kind == "storage"]
+
+    def least(options, value):
+        found = {}
+        for option in (value.parsed_layout, *options):
+            size = shard_bytes(value.shape, value.element_size, option)
+            found[option.memory_class] = min(found.get(option.memory_class, size), size)
+        return found
+
+    capped = {g.members[0]: retiled_options(values[g.members[0]].parsed_layout, tuple(values[g.members[0]].shape),
+                                            values[g.members[0]].element_size, tiles) for g in groups}
+    monkeypatch.setattr(storage, "MAX_CANDIDATES_PER_CLASS", 10**9)
+    uncapped_options = retile.retiled_options.__wrapped__
+    cut = 0
+    for member, options in capped.items():
+        value = values[member]
+        every = uncapped_options(value.parsed_layout, tuple(value.shape), value.element_size, tiles)
+        cut += len(every) - len(options)
+        assert least(options, value) == least(every, value), member
+    assert cut > 0  # the cap does cut on the reference plan

@@ -18,8 +18,7 @@ from ipuplan.facts.plan_facts import PlanFacts
 from ipuplan.space.levels.attention import attention_level
 from ipuplan.space.levels.classes import class_level
 from ipuplan.space.levels.gemm import kernel_level
-from ipuplan.space.levels.retile import retile_level
-from ipuplan.space.levels.storage import storage_level
+from ipuplan.space.levels.retile import storage_level
 from ipuplan.space.rules import Context, LayoutGroup, context_of
 from ipuplan.space.types import (
     Candidate,
@@ -64,13 +63,14 @@ CLASSES = "classes"
 
 LEVELS: tuple[Level, ...] = (
     Level("kernels", kernel_level, (Scope.KERNELS, Scope.FULL)),
-    Level("attention", attention_level, (Scope.FULL,)),
+    Level("attention", attention_level, (Scope.KERNELS, Scope.FULL)),
     Level(CLASSES, class_level, (Scope.FULL,)),
-    Level("storage", storage_level, (Scope.STORAGE, Scope.KERNELS)),
-    Level("retile", retile_level, (Scope.FULL,)),
+    Level("storage", storage_level, tuple(Scope)),
 )
 """Every freedom level once, in the order a scope runs them: a level decides before the ones below it,
-and a level that decides about every group it is given (storage, retile) comes last in its scopes."""
+and a level that decides about every group it is given (storage) comes last in its scopes. Each scope is
+exactly its levels of REPLAN.md: `storage` = level 1 (with its full re-tiling), `kernels` = levels 1-2 (Gemm
+families and attention products), `full` = every level."""
 
 
 def levels_of(scope: Scope, keep_classes: bool = False) -> tuple[Level, ...]:

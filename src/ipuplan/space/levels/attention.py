@@ -1,4 +1,5 @@
-"""Freedom level `attention` (part of scope `full`): attention products re-split over heads, M, N (and K).
+"""Freedom level `attention` (level 2 with `kernels`, in scopes `kernels` and `full`): attention products re-split
+over heads, M, N (and K).
 
 Candidates are splits whose every member layout `attention.derive_attention` derives (so they are
 consistent by construction), pruned to the Pareto front of the members' bytes and the Sum scratch,

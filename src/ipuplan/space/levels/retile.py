@@ -1,9 +1,10 @@
-"""Freedom level `retile` (part of scope `full`): storage values take any layout the format allows.
+"""Freedom level `storage` (level 1, in every scope): storage values take any layout the format allows.
 
 A value that only movers read and write is re-laid out by them anyway (REPLAN.md, freedom level 1),
 so besides other partition counts it may take other block sizes of its own order and a flat
-`RowMajor` layout on the `Linear` axis (4-element blocks, over up to all tiles), in either class.
-The exchange term still prefers, among layouts of equal peak, the one its movers send least for.
+`RowMajor` layout on the `Linear` axis (4-element blocks, over up to all tiles), in either class,
+with its tile strides as decisions (`space.strides`). The exchange term still prefers, among layouts
+of equal peak, the one its movers send least for.
 """
 
 from __future__ import annotations
@@ -86,4 +87,5 @@ def retiled_options(layout: Layout, shape: tuple[int, ...], element_size: int, t
     return in_both_classes(layout, [flat_layout(layout, shape, o) if isinstance(o, int) else o for o in kept])
 
 
-retile_level = level_with(retiled_options, with_stride_choices)
+storage_level = level_with(retiled_options, with_stride_choices)
+"""Level 1 with its full re-tiling: partitions, block sizes, the flat layout and strides, either class."""

@@ -1,15 +1,22 @@
-"""Freedom level `storage`: values only movers touch take any smaller shard, in either class.
+"""What freedom level `storage` (level 1) is built from: a value only movers touch takes any smaller shard, in
+either class.
 
-Per free group: the input layout, then one partition vector per distinct shard size (the
-fewest tiles for that size, within the chip, no larger than the input's shard) in each memory
-class, with mixed-radix tile strides over the axes the input placed.
+Per free group: the input layout, then one layout per distinct shard size (the fewest tiles for that size,
+within the chip, no larger than the input's shard) in each memory class, with mixed-radix tile strides over
+the axes the input placed. `retile.storage_level` adds other block sizes and the flat layout to the
+partitions found here.
+
+At most MAX_CANDIDATES_PER_CLASS sizes are kept per class, the smallest always: every byte of a storage
+group grows with its shard (its members' bytes, and the scratch that is a multiple of it), so at every step
+the smallest shard of a class is no larger than any size left out in that class, and the cap never raises the
+least peak nor breaks a budget (`tests/test_space_storage.py` checks it on the reference plan). A layout with a
+larger shard than the input's is left out for the same reason.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from functools import lru_cache
 from math import prod
 
 from ipuplan.facts.estimate import shard_bytes, value_bytes
@@ -65,15 +72,6 @@ def placed_strides(layout: Layout, partitions: tuple[int, ...]) -> tuple[int | N
         strides[position] = radix
         radix *= partitions[position]
     return tuple(strides)
-
-
-@lru_cache(maxsize=4096)
-def layout_options(layout: Layout, shape: tuple[int, ...], element_size: int, tiles: int) -> tuple[Layout, ...]:
-    """A layout per distinct shard size and memory class, at most the input's shard; never the input itself.
-
-    At most MAX_CANDIDATES_PER_CLASS per class, spread over the sizes, the smallest always kept.
-    """
-    return in_both_classes(layout, spread_sizes(retilings(layout, shape, element_size, tiles)))
 
 
 def retilings(layout: Layout, shape: tuple[int, ...], element_size: int, tiles: int) -> list[tuple[Layout, int]]:
@@ -166,7 +164,3 @@ def level_with(options: LayoutOptions, alternatives: Alternatives | None = None)
         )
 
     return level
-
-
-storage_level = level_with(layout_options)
-"""Storage values keep their order and block sizes; other partition counts, either class."""

@@ -1,0 +1,232 @@
+"""Freedom level `elementwise` (part of scope `full`; REPLAN.md, freedom level 4): each element-wise family
+(`facts.elementwise_families`) re-tiled as one unit.
+
+A split gives each tiled dimension of the family's activations a partition count (the last one stays whole
+under a kernel that reduces over a row). Every full-shape member is cut alike; each broadcast parameter is cut
+exactly as the activations over the dimensions it does not broadcast over, whole over the others, with
+`replicas` = the activations' groups over those; strides are mixed radix, the parameters' dimensions innermost,
+so each parameter shard sits on every tile that holds its activation shards. Block sizes, padding, orders and
+classes stay. Candidates: the input first, then the Pareto front of the members' bytes per tile over every
+split within the chip (at most `MAX_SPLITS`, spread over the front), as the Gemm level does.
+
+A family that a rule holds, that shares a group with a value an earlier level claimed, or whose split cannot
+change is left to the levels after this one: the classes level may still move its values' class, and the last
+level freezes them by the kernel that reads them (the family's own reason: `ElementwiseFamily.hold`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from itertools import product
+from math import prod
+
+import numpy as np
+
+from ipuplan.facts.elementwise_families import (
+    ElementwiseFamily,
+    Role,
+    axis_blocks,
+    recognise_elementwise,
+)
+from ipuplan.facts.estimate import value_bytes
+from ipuplan.facts.plan_facts import PlanFacts
+from ipuplan.plan.layout import AxisTiling, Layout, ceil_div
+from ipuplan.space import rules
+from ipuplan.space.levels.gemm import MAX_SPLITS, pareto_front, split_grid
+from ipuplan.space.levels.storage import partition_options
+from ipuplan.space.types import Candidate, Decisions, FreeGroup, Freeze
+
+Split = tuple[tuple[int, int], ...]
+"""(block size, partitions) per axis of the family's template (its activation), in the template's axis order."""
+INFERRED_READS = frozenset({Freeze.NO_READER})
+"""A parameter no step is seen reading is read by the family's kernels (the dataflow's missing operands)."""
+BLOCK_FREE_ORDERS = frozenset({"RowMajor"})
+"""Orders whose text holds no block size: a family all of these orders may take smaller blocks."""
+
+
+class _Cuts:
+    """The family's tiled dimensions, the partition counts each may take, and the shard sizes a split gives, for
+    one choice of block sizes."""
+
+    def __init__(self, facts: PlanFacts, family: ElementwiseFamily, blocks: tuple[int, ...] | None = None) -> None:
+        values = facts.plan.values
+        self.family, self.values = family, values
+        template = values[family.template]
+        self.own, self.shape = template.parsed_layout, tuple(template.shape)
+        self.blocks = blocks or tuple(axis.block_size for axis in self.own.axes)
+        self.layout = replace(self.own, axes=tuple(map(_with_block, self.own.axes, self.blocks)))
+        rank = len(self.shape)
+        self.dimensions = tuple(axis.axis.dimension(rank) for axis in self.layout.axes)
+        sizes = [prod(self.shape) if d is None else self.shape[d] for d in self.dimensions]
+        self.counts = [axis.blocks(size) for axis, size in zip(self.layout.axes, sizes)]
+        """Blocks per axis: a flat tensor has millions, so shard sizes are computed for the splits asked only."""
+        tiled = set(self.dimensions)
+        self.whole = prod(size for d, size in enumerate(self.shape) if d not in tiled)
+        self.parameter_whole = prod(size for d, size in enumerate(self.shape) if d not in tiled | family.broadcast)
+
+    def block_choices(self) -> list[tuple[int, ...]]:
+        """Every choice of block sizes: per axis its own, or (orders permitting) any size dividing it; the input's
+        first, then those closest to it, so that of splits with equal bytes the front keeps the least changed."""
+        orders = {self.values[m].parsed_layout.order_kind for m in self.family.members}
+        per_axis = []
+        for position, axis in enumerate(self.own.axes):
+            free = orders <= BLOCK_FREE_ORDERS and not self._fixed(position)
+            per_axis.append([b for b in range(1, axis.block_size + 1) if axis.block_size % b == 0] if free
+                            else [axis.block_size])
+        own = tuple(axis.block_size for axis in self.own.axes)
+        return sorted(product(*per_axis), key=lambda blocks: (sum(map(int.__ne__, blocks, own)), [-b for b in blocks]))
+
+    def options(self) -> list[list[int]]:
+        """Per template axis, the partition counts it may take: its own alone where a rule fixes it."""
+        return [[axis.partitions] if self._fixed(position) else partition_options(self.counts[position])
+                for position, axis in enumerate(self.layout.axes)]
+
+    def _fixed(self, position: int) -> bool:
+        """The row of a row reducer, and a dimension some member does not cut by the template's blocks."""
+        dimension = self.dimensions[position]
+        if self.family.rows_whole and dimension in (None, len(self.shape) - 1):
+            return True
+        blocks = axis_blocks(self.own.axes[position])
+        for m in self.family.members:
+            if self.family.roles.get(m) is Role.PARAMETER and dimension in self.family.broadcast:
+                continue
+            own = {a.axis.dimension(len(self.shape)): a for a in self.values[m].parsed_layout.axes}.get(dimension)
+            if own is None or axis_blocks(own) != blocks:
+                return True
+        return False
+
+    def vectors(self, splits: np.ndarray) -> np.ndarray:
+        """Per split: elements per shard of an activation, and of a parameter (when the family has one)."""
+        activation = np.full(len(splits), self.whole, dtype=np.int64)
+        parameter = np.full(len(splits), self.parameter_whole, dtype=np.int64)
+        for position, dimension in enumerate(self.dimensions):
+            extent = ceil_div(self.counts[position], splits[:, position]) * self.layout.axes[position].block_size
+            activation = activation * extent
+            if dimension not in self.family.broadcast:
+                parameter = parameter * extent
+        return np.column_stack((activation, parameter)) if self.family.parameters else activation[:, None]
+
+
+def _with_block(axis: AxisTiling, block: int) -> AxisTiling:
+    """The axis cut into blocks of `block` elements, its padding rule kept (a multiple of the block stays one)."""
+    if block == axis.block_size:
+        return axis
+    multiple = block if axis.padding_multiple == axis.block_size else axis.padding_multiple
+    return replace(axis, block_size=block, padding_multiple=multiple)
+
+
+def splits_of(facts: PlanFacts, family: ElementwiseFamily) -> list[Split]:
+    """The input's split, then the Pareto-best others over every block choice by bytes per tile (at most
+    MAX_SPLITS, spread over the front)."""
+    first = _Cuts(facts, family)
+    own = tuple((axis.block_size, axis.partitions) for axis in first.own.axes)
+    found, vectors = [], []
+    for blocks in first.block_choices():
+        cuts = _Cuts(facts, family, blocks)
+        grid = split_grid(cuts.options(), facts.plan.tile_count // cuts.layout.replicas)
+        found += [tuple(zip(blocks, row)) for row in grid.tolist()]
+        vectors.append(cuts.vectors(grid))
+    if not found:
+        return [own]
+    vectors = np.concatenate(vectors)
+    front = pareto_front(vectors)
+    if len(front) > MAX_SPLITS:
+        order = np.argsort(vectors[front].sum(axis=1), kind="stable")
+        front = [front[order[int(i * len(order) / MAX_SPLITS)]] for i in range(MAX_SPLITS)]
+    return [own, *(found[i] for i in front if found[i] != own)]
+
+
+def split_layouts(facts: PlanFacts, family: ElementwiseFamily, members: rules.LayoutGroup, split: Split) -> tuple[Layout, ...]:
+    """Every member's layout under `split`: full-shape members cut as the template, parameters beside them."""
+    values = facts.plan.values
+    template = values[family.template].parsed_layout
+    rank = len(family.shape)
+    dimensions = [axis.axis.dimension(rank) for axis in template.axes]
+    order = sorted(range(len(dimensions)), key=lambda i: (dimensions[i] in family.broadcast,
+                                                           template.axes[i].tile_stride is None,
+                                                           template.axes[i].tile_stride or 0, i))
+    cuts, radix = {}, 1
+    for i in order:
+        cuts[dimensions[i]] = (*split[i], radix)
+        radix *= split[i][1]
+    groups = prod(cuts[d][1] for d in dimensions if d in family.broadcast)
+    layouts = []
+    for m in members:
+        own, replicas = cuts, template.replicas
+        if family.roles.get(m) is Role.PARAMETER:
+            own = {d: cut for d, cut in cuts.items() if d not in family.broadcast}
+            replicas *= groups
+        layouts.append(_cut_as(values[m].parsed_layout, rank, own, replicas))
+    return tuple(layouts)
+
+
+def _cut_as(layout: Layout, rank: int, cuts: dict, replicas: int) -> Layout:
+    """`layout` with each dimension in `cuts` cut as given (block size, partitions, stride where it cuts), and
+    `replicas` copies."""
+    axes = []
+    for axis in layout.axes:
+        dimension = axis.axis.dimension(rank)
+        if dimension in cuts:
+            block, parts, stride = cuts[dimension]
+            axis = replace(_with_block(axis, block), partitions=parts, tile_stride=stride if parts > 1 else axis.tile_stride)
+        axes.append(axis)
+    return replace(layout, axes=tuple(axes), replicas=replicas, tile_count=replicas * prod(a.partitions for a in axes))
+
+
+def _candidate(facts: PlanFacts, family: ElementwiseFamily, members: rules.LayoutGroup, split: Split,
+               moved: tuple[rules.Move, ...], ratios: tuple[rules.ScratchRatio, ...]) -> Candidate:
+    values = facts.plan.values
+    layouts = split_layouts(facts, family, members, split)
+    sizes = tuple(value_bytes(values[m], m in facts.amp_aligned, layout) for m, layout in zip(members, layouts))
+    scratch = rules.scaled_scratch(ratios, tuple(size.shard_bytes for size in sizes))
+    label = "element-wise split " + " x ".join(f"{parts} (blocks of {block})" for block, parts in split)
+    return Candidate(layouts, sizes, rules.exchange_cost(facts, members, moved, layouts), scratch, label=label)
+
+
+def _held(context: rules.Context, family: ElementwiseFamily, group_of: dict[int, rules.LayoutGroup]) -> bool:
+    """Whether a rule holds one of the family's groups, its own kernels allowed: a group no step is seen reading
+    may be a parameter only the family's kernels read (`INFERRED_READS`), if nothing but a mover writes it."""
+    flow = context.facts.flow
+    for group in {group_of[m] for m in family.members}:
+        reason = rules.freeze_reason(context, group, family.steps)
+        if reason is None:
+            continue
+        written = {s for m in group for s in flow.writers.get(m, ())} - family.steps
+        movers = all(context.facts.plan.steps[s].parsed_operation.is_mover for s in written)
+        if reason.kind not in INFERRED_READS or not movers:
+            return True
+    return False
+
+
+def family_group(context: rules.Context, family: ElementwiseFamily,
+                 group_of: dict[int, rules.LayoutGroup]) -> FreeGroup | None:
+    """The family as one free group (the input first, then its other splits), or None when it cannot change."""
+    facts = context.facts
+    if family.hold is not None or _held(context, family, group_of):
+        return None
+    members = tuple(sorted({v for m in family.members for v in group_of[m]}))
+    try:
+        ratios = rules.scratch_ratios(facts, members)
+    except rules.Frozen:
+        return None
+    moved = rules.moved_tensors(facts, members)
+    values = facts.plan.values
+    original = Candidate(tuple(values[m].parsed_layout for m in members), tuple(facts.estimate.values[m] for m in members),
+                         rules.exchange_cost(facts, members, moved, tuple(values[m].parsed_layout for m in members)),
+                         rules.scaled_scratch(ratios, tuple(facts.estimate.values[m].shard_bytes for m in members)))
+    others = [_candidate(facts, family, members, split, moved, ratios) for split in splits_of(facts, family)[1:]]
+    if not others:
+        return None
+    return FreeGroup(members, (original, *others), input_index=0, kind="elementwise")
+
+
+def elementwise_level(context: rules.Context, groups: tuple[rules.LayoutGroup, ...]) -> Decisions:
+    """Every element-wise family whose groups are all unclaimed and that may change: one free group each."""
+    group_of = {m: group for group in groups for m in group}
+    free = []
+    for family in recognise_elementwise(context.facts.plan, context.facts.flow):
+        if all(m in group_of for m in family.members):
+            group = family_group(context, family, group_of)
+            if group is not None:
+                free.append(group)
+    return Decisions(free=tuple(free))

@@ -31,6 +31,7 @@ from math import prod
 
 from ipuplan.facts.dataflow import Dataflow
 from ipuplan.facts.exchange import placement
+from ipuplan.facts.plan_exchange import TooLarge, replica_offsets
 from ipuplan.plan.format import Plan, Value
 from ipuplan.plan.layout import AxisTiling, Layout
 
@@ -377,17 +378,20 @@ def broadcast_problem(parameter_shape: tuple[int, ...], parameter: Layout, shape
 
 def _beside(parameter_shape: tuple[int, ...], parameter: Layout, shape: tuple[int, ...], layout: Layout,
             broadcast: frozenset[int]) -> bool:
-    """Every tile holding an activation shard holds the parameter's shard of the same index off `broadcast`
-    (the placement `facts.exchange` assumes, strides left to the compiler included)."""
-    held = set(_shards(parameter_shape, parameter, broadcast))
-    return all(entry in held for entry in _shards(shape, layout, broadcast))
+    """Every tile holding an activation shard holds the parameter's shard of the same index off `broadcast`, shards
+    and replicas placed as docs/EXCHANGE.md defines (a placement too large to place holds nothing)."""
+    try:
+        held = set(_shards(parameter_shape, parameter, broadcast))
+        return all(entry in held for entry in _shards(shape, layout, broadcast))
+    except TooLarge:
+        return False
 
 
 def _shards(shape: tuple[int, ...], layout: Layout, broadcast: frozenset[int]) -> Iterable[tuple[int, tuple[int, ...]]]:
     """(tile, shard index over the dimensions not in `broadcast`) for every shard and replica of a layout."""
     where = placement(shape, layout)
+    offsets = replica_offsets(where).tolist()
     for index in product(*(range(parts) for _, parts, _ in where.dimensions)):
         tile = sum(i * stride for i, (_, _, stride) in zip(index, where.dimensions))
         kept = tuple(i for d, i in enumerate(index) if d not in broadcast)
-        for replica in range(where.replicas):
-            yield tile + replica * where.span, kept
+        yield from ((tile + offset, kept) for offset in offsets)

@@ -119,6 +119,14 @@ def test_held_and_unchangeable_families_are_left_to_the_classes_level(registered
     assert counts == Counter(range(len(facts.plan.values)))
 
 
+def test_a_pinned_member_keeps_its_whole_family(registered, facts):
+    """Pin the attention output bias (value 14): the residual stream cannot be re-cut without re-cutting it, so the
+    family is left as it is; the other families still change."""
+    space = candidate_space(facts, "full", pinned=frozenset({14}))
+    families = {group.members for group in space.free if group.kind == "elementwise"}
+    assert families == {family for family in FREE_FAMILIES if 45 not in family}
+
+
 @pytest.mark.parametrize("scope", ["storage", "kernels"])
 def test_it_decides_in_scope_full_only(registered, facts, scope):
     assert "elementwise" not in {group.kind for group in candidate_space(facts, scope).free}

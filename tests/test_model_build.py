@@ -21,7 +21,9 @@ def test_step_rows_at_the_input_reproduce_the_estimate(facts, spaces, scope):
 
 
 def test_step_rows_drop_only_dominated_steps(facts, spaces):
-    kept = {row.step for row in step_rows(facts, spaces["storage"])}
+    rows, left_out = step_rows(facts, spaces["kernels"])
+    assert len(left_out) == len(rows) and any(left_out)  # a cap left Gemm splits out: their bytes at each kept row
+    kept = {row.step for row in rows}
     estimate = facts.estimate
     for step in range(len(facts.plan.steps)):
         if step not in kept:

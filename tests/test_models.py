@@ -41,8 +41,8 @@ OUTPUTS = {
     ("vit-so400m-12layers.json", "full"): Output(455_436, 724_208_368, "optimal",
         "adade5d0f0e441006e7216b73d83927190debff46143ccaec33e33282fb538ec"),
     ("vit-so400m-6layers-chip.json", "storage"): INFEASIBLE,
-    ("vit-so400m-6layers-chip.json", "kernels"): Output(357_492, 514_479_592, "optimal",
-        "6375d5b9f24d5108087f78e33163e249f1318478d99884d3df1466d76ada943a"),
+    ("vit-so400m-6layers-chip.json", "kernels"): Output(311_412, 431_775_880, "optimal",
+        "a69441d2f0c84b738bad504ceb560d7c6f1110d039a74222b79dee0078edf9c1"),
     ("vit-so400m-6layers-chip.json", "full"): Output(277_620, 724_208_368, "optimal",
         "093041725eb65c89b8dd3ca410cbb5c5a947189c9c5b6ab9578e813264fe8c2b"),
     ("vit-so400m-6layers.json", "storage"): Output(295_284, 47_932_416, "optimal",
@@ -65,10 +65,10 @@ OUTPUTS = {
         "cd193160b79f1f54c5e6111c312f74a631e75c52821dbba0febe9effc3031b44"),
     ("vit-so400m-unroll3.json", "storage"): Output(224_576, 143_797_248, "optimal",
         "78ca4b9ec2514cc8ba44114c3003201190e86600c7a77fe6acc76be421e3611e"),
-    ("vit-so400m-unroll3.json", "kernels"): Output(180_148, 1_194_660_552, "optimal",
-        "1521d2064474c5fc49dfd40ea8c00d0f8c1e73d1aef8b851f244c06fad149e20"),
-    ("vit-so400m-unroll3.json", "full"): Output(180_148, 2_179_666_512, "optimal",
-        "f97336c9fe01dc25be24c51155dfd6aebed7bb5271b4b81e7892b270f64e2861"),
+    ("vit-so400m-unroll3.json", "kernels"): Output(176_564, 1_147_155_736, "optimal",
+        "c56d17b2dacf4c92b8ed01b5bf9fe139d2684d7e5d023fe011dc14afcab92a5e"),
+    ("vit-so400m-unroll3.json", "full"): Output(176_564, 2_132_161_696, "optimal",
+        "402e73bc68f9dab8a21d38e2f9aef6842167477e8a505f52b548193e7d77eead"),
 }
 
 

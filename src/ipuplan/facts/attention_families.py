@@ -144,6 +144,15 @@ def inner_block(plan: Plan, family: AttentionFamily, k: int) -> int:
     return block
 
 
+def k_options(plan: Plan, family: AttentionFamily) -> range:
+    """Every pK that might cut K into whole granules (`inner_block` tells which do): 1 without a reduction, else up to
+    one granule per block."""
+    if not family.reduces:
+        return range(1, 2)
+    size = max(_dimension_of(plan.values[v], family.roles[v], "k") for v in (family.left, family.right))
+    return range(1, ceil_div(size, inner_block_granule(plan, family.gemm_step)) + 1)
+
+
 def _dimension_of(value: Value, roles: tuple[str, ...], role: str) -> int:
     axis = value.parsed_layout.axes[roles.index(role)]
     return value.shape[axis.axis.dimension(len(value.shape))]

@@ -2,7 +2,9 @@
 
 A `Problem` is indices and integers only (no plan, no layout): per free group the number of
 candidates and which one is the input; per kept step the constant bytes of each class and, per
-live group, its bytes per candidate; per candidate its exchange bytes; the budget `Limit`s.
+live group, its bytes per candidate; per candidate its exchange bytes; the budget `Limit`s; and,
+per kept step, the bytes of the legal choices a cap left out of a group's candidates (bound-only:
+no solver picks one, `Problem.relaxation` counts them so that a bound covers the whole scope).
 `model.build` makes one from a plan's facts and candidate space; a solver imports only this.
 """
 
@@ -16,6 +18,9 @@ import numpy as np
 
 from ipuplan.plan.budgets import Limit, excess
 
+Terms = tuple[tuple[int, np.ndarray, np.ndarray], ...]
+"""(group index, standard bytes per choice, interleaved bytes per choice), per group live at a row."""
+
 
 @dataclass(frozen=True)
 class StepRow:
@@ -24,7 +29,7 @@ class StepRow:
     step: int
     standard: int
     interleaved: int
-    terms: tuple[tuple[int, np.ndarray, np.ndarray], ...]
+    terms: Terms
     """(group index, standard bytes per candidate, interleaved bytes per candidate)."""
 
 
@@ -157,6 +162,9 @@ class Problem:
     limits: tuple[Limit, ...]
     """The budget rule (empty: no budgets)."""
     steps_total: int
+    left_out: tuple[Terms, ...] = ()
+    """Bound-only choices, per row of `rows`: (group, standard, interleaved bytes per choice) of the legal choices a
+    cap left out of a group's candidates. No solver picks one; `relaxation` counts them. Empty: none left out."""
 
     @property
     def groups(self) -> int:
@@ -184,6 +192,10 @@ class Problem:
         digest = hashlib.sha256(repr((self.candidate_counts, self.input_choice, self.group_sizes, self.exchange,
                                       self.limits, self.steps_total)).encode())
         digest.update(np.array([row.step for row in self.rows], dtype="<i8").tobytes())
+        for terms in self.left_out:
+            for g, standard, interleaved in terms:
+                digest.update(np.array([g, len(standard)], dtype="<i8").tobytes())
+                digest.update(standard.astype("<i8").tobytes() + interleaved.astype("<i8").tobytes())
         table = self.table
         for figures in (table.group, table.start, table.standard, table.interleaved, table.row, table.term,
                         table.constant_standard, table.constant_interleaved):
@@ -214,6 +226,71 @@ class Problem:
 
     def changed_of(self, choice: tuple[int, ...]) -> int:
         return sum(size for size, c, i in zip(self.group_sizes, choice, self.input_choice) if c != i)
+
+    def relaxation(self, peak: int | None) -> Problem | None:
+        """The problem with, for each group whose left-out choices may still matter, one more candidate: per row and
+        class the least bytes of those choices (no exchange). Every left-out choice has at least those bytes at every
+        row, so the relaxation's least peak bounds the whole scope's, and budgets it cannot meet no choice of the
+        scope meets. A left-out choice cannot matter when, with every other group at its least, a row it is live at
+        would reach `peak` (None: no peak to beat) or break a budget (`alive_left_out`). None when none can matter."""
+        alive = alive_left_out(self, peak)
+        if not any(mask.any() for mask in alive.values()):
+            return None
+        virtual = {g: 0 for g, mask in alive.items() if mask.any()}
+        rows = tuple(_with_virtual(row, left_out, alive, self.candidate_counts)
+                     for row, left_out in zip(self.rows, self.left_out))
+        return replace(self, candidate_counts=tuple(n + (g in virtual) for g, n in enumerate(self.candidate_counts)),
+                       rows=rows, exchange=tuple((*costs, 0) if g in virtual else costs
+                                                 for g, costs in enumerate(self.exchange)), left_out=())
+
+
+def _with_virtual(row: StepRow, left_out: Terms, alive: dict[int, np.ndarray], counts: tuple[int, ...]) -> StepRow:
+    """The row with one more candidate per group with alive left-out choices: their least bytes per class here."""
+    terms = {g: (s, i) for g, s, i in row.terms}
+    least = {g: (int(s[alive[g]].min()), int(i[alive[g]].min())) for g, s, i in left_out if alive[g].any()}
+    for g in {g for g, mask in alive.items() if mask.any()} & (set(terms) | set(least)):
+        zero = np.zeros(counts[g], dtype=np.int64)
+        standard, interleaved = terms.get(g, (zero, zero))
+        extra = least.get(g, (0, 0))
+        terms[g] = (np.append(standard, extra[0]), np.append(interleaved, extra[1]))
+    return StepRow(row.step, row.standard, row.interleaved, tuple((g, *terms[g]) for g in sorted(terms)))
+
+
+def alive_left_out(problem: Problem, peak: int | None) -> dict[int, np.ndarray]:
+    """Per group with left-out choices, which of them may still be part of a choice with a peak below `peak` that
+    meets the budgets. A choice is dropped when some row it is live at would, with every other group at its least
+    there, reach `peak` or break a budget; the least of a group counts its kept candidates and its choices still
+    alive, so each drop may tighten the others, and the pass is repeated until nothing more drops."""
+    rules = [(limit.standard, limit.interleaved, limit.bytes) for limit in problem.limits]
+    if peak is not None:
+        rules.append((1, 1, peak - 1))
+    alive = {g: np.ones(len(s), dtype=bool) for terms in problem.left_out for g, s, _ in terms}
+    changed = bool(rules)
+    while changed:
+        changed = False
+        for a, b, cap in rules:
+            changed |= _drop_left_out(problem, alive, a, b, cap)
+    return alive
+
+
+def _drop_left_out(problem: Problem, alive: dict[int, np.ndarray], a: int, b: int, cap: int) -> bool:
+    """One pass of `alive_left_out` under one rule `a x standard + b x interleaved <= cap`; whether any dropped."""
+    dropped = False
+    for row, left_out in zip(problem.rows, problem.left_out):
+        if not left_out:
+            continue
+        kept = {g: a * s + b * i for g, s, i in row.terms}
+        outside = {g: a * s + b * i for g, s, i in left_out}
+        least = {g: min(int(kept[g].min()) if g in kept else 0,
+                        int(outside[g][alive[g]].min()) if alive[g].any() else 1 << 62) for g in outside}
+        floor = a * row.standard + b * row.interleaved + sum(int(weighted.min()) for g, weighted in kept.items()
+                                                             if g not in least) + sum(least.values())
+        for g, weighted in outside.items():
+            over = alive[g] & (floor - least[g] + weighted > cap)
+            if over.any():
+                alive[g] &= ~over
+                dropped = True
+    return dropped
 
 
 def solution_fingerprint(choice: tuple[int, ...]) -> str:

@@ -17,7 +17,7 @@ from ipuplan.errors import InfeasibleBudget, PlanError
 from ipuplan.facts.check import ValueChange, check, value_changes
 from ipuplan.facts.estimate import Estimate
 from ipuplan.facts.plan_facts import PlanFacts, plan_facts
-from ipuplan.model.build import problem_of
+from ipuplan.model.build import Widening, problem_of
 from ipuplan.model.objective import Objective
 from ipuplan.model.problem import Problem, solution_fingerprint
 from ipuplan.plan.budgets import Budgets, excess
@@ -26,7 +26,7 @@ from ipuplan.replan.explain import Explanation, explain
 from ipuplan.replan.options import OptimizeOptions
 from ipuplan.replan.pins import Pins, resolve_pins
 from ipuplan.replan.rewrite import rewrite, with_budgets, with_derived_fields
-from ipuplan.solvers import Progress, SolveResult, SolverSettings, SolveStatus, solve, solve_soft
+from ipuplan.solvers import Progress, SolveResult, SolverSettings, SolveStatus, solve_soft, solve_space
 from ipuplan.space.scopes import candidate_space
 from ipuplan.space.types import CandidateSpace, FrozenGroup
 
@@ -263,7 +263,10 @@ def solve_prepared(prepared: Prepared, progress: Progress | None = None, on_phas
                       f"candidates, {len(problem.rows):,} of {problem.steps_total:,} steps, {options.time_limit:g} s limit")
     deadline = time.perf_counter() + options.time_limit
     settings = options.solver_settings(dump_model)
-    solved = solve(problem, settings, options.solver, progress)
+    # a cap on a family's splits: the splits it left out that may beat the peak are solved again (issue 19)
+    solved_space, solved = solve_space(Widening(prepared.facts, prepared.space, problem), settings, options.solver,
+                                       progress)
+    prepared = replace(prepared, space=solved_space.space, problem=solved_space.problem)
     if not _needs_explaining(prepared, solved):
         return _result(prepared, solved)
     # the soft solve's share is set aside first: the explanation cannot eat it

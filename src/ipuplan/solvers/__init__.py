@@ -9,12 +9,19 @@ and the explanation of infeasible budgets (`conflict`) are CP-SAT's, whatever ba
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from dataclasses import replace
 from enum import Enum
 from importlib import import_module
+from typing import Protocol, TypeVar
 
-from ipuplan.model.problem import Problem
+import numpy as np
+
+from ipuplan.model.objective import Objective
+from ipuplan.model.problem import Problem, alive_left_out
 from ipuplan.solvers.result import FrontPoint, Progress, SolveResult, SolverSettings, SolveStatus, model_size
+from ipuplan.solvers.windows import whole_scope
 
 SolveFunction = Callable[[Problem, SolverSettings, Progress | None], SolveResult]
 
@@ -50,9 +57,61 @@ Backend = _Registered("Backend", {name.upper(): name for name in BACKENDS})
 
 def solve(problem: Problem, settings: SolverSettings, backend: str | Backend = Backend.CPSAT,
           progress: Progress | None = None) -> SolveResult:
-    """Minimise the objective terms in order with the named backend."""
+    """Minimise the objective terms in order with the named backend. With the peak objective, the status and the
+    bound are the whole scope's, choices a cap left out of the candidates included (`windows.whole_scope`)."""
     found = BACKENDS[Backend(backend).value]
-    return (import_module(found).solve if isinstance(found, str) else found)(problem, settings, progress)
+    run = import_module(found).solve if isinstance(found, str) else found
+    if settings.objective != Objective.PEAK:
+        return run(problem, settings, progress)
+    return whole_scope(problem, settings, run, progress)
+
+
+WIDEN_SHARE = 0.4
+"""Of the time limit, the second solve's share when choices a cap left out may beat the first solve's peak."""
+
+
+class Widenable(Protocol):
+    """A problem with a way to make some of its left-out choices candidates (`model.build.Widening`)."""
+
+    problem: Problem
+
+    def widened(self, chosen: dict[int, np.ndarray]) -> Widenable:
+        """The same with the left-out choices `chosen` (per group, a mask) appended to their groups' candidates."""
+
+
+W = TypeVar("W", bound=Widenable)
+
+
+def solve_space(start: W, settings: SolverSettings, backend: str | Backend = Backend.CPSAT,
+                progress: Progress | None = None) -> tuple[W, SolveResult]:
+    """`solve` the problem; when choices a cap left out of the candidates may still beat the peak found
+    (`feasible` with `left_out`), solve once more with them among the candidates, so that a better split outside
+    the cap is found rather than only admitted. Returns what the result's choice indexes (the wider problem after
+    a second solve) and the better result; the first solve then has WIDEN_SHARE less of the time limit."""
+    problem = start.problem
+    if not problem.left_out or settings.objective != Objective.PEAK:
+        return start, solve(problem, settings, backend, progress)
+    started = time.perf_counter()
+    first = solve(problem, replace(settings, time_limit=settings.time_limit * (1 - WIDEN_SHARE)), backend, progress)
+    if first.status != SolveStatus.FEASIBLE or not first.left_out:
+        return start, first
+    wider = start.widened(alive_left_out(problem, first.peak))
+    share = settings.time_limit * WIDEN_SHARE
+    seconds = share if settings.deterministic else max(settings.time_limit - (time.perf_counter() - started), share)
+    second = solve(wider.problem, replace(settings, time_limit=seconds, dump_model=None), backend, progress)
+    return wider, _better(first, second)
+
+
+def _better(first: SolveResult, second: SolveResult) -> SolveResult:
+    """Of two solves of one scope (the second over more candidates, every first candidate at the same index), the
+    better choice (peak, then exchange, then changes), with the better of their bounds over the scope."""
+    solved = second.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
+    figures = [(r.peak, r.exchange_bytes, r.changed_values) for r in (first, second)]
+    best = second if solved and figures[1] <= figures[0] else replace(first, left_out=second.left_out)
+    bound = max(first.bound, second.bound if solved else 0)
+    optimal = bound >= best.peak
+    return replace(best, status=SolveStatus.OPTIMAL if optimal else SolveStatus.FEASIBLE,
+                   bound=best.peak if optimal else bound)
 
 
 def solve_soft(problem: Problem, settings: SolverSettings, progress: Progress | None = None) -> SolveResult:
@@ -67,4 +126,4 @@ def pareto_front(problem: Problem, settings: SolverSettings, max_points: int,
 
 
 __all__ = ["BACKENDS", "Backend", "FrontPoint", "Progress", "SolveFunction", "SolveResult", "SolveStatus",
-           "SolverSettings", "model_size", "pareto_front", "register_backend", "solve", "solve_soft"]
+           "SolverSettings", "model_size", "pareto_front", "register_backend", "solve", "solve_soft", "solve_space"]

@@ -69,6 +69,9 @@ class SolveResult:
     entries_before: int = 0
     entries: int = 0
     """Model reduction: row entries before (every candidate of every term, every rule) and as written."""
+    left_out: int = 0
+    """Choices a cap left out of the candidates that could still beat the peak found, and so counted in the bound
+    (`solvers.windows.whole_scope`): 0 when none was left out or none can."""
 
     @property
     def gap(self) -> float | None:

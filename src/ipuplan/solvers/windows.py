@@ -7,17 +7,23 @@ the rows whose per-row bound is highest (where the peak is likely to be decided)
 CP-SAT, and the equal ones (an unrolled program repeats its windows) solved once. On the 10,032-value
 unrolled plan one 64-row window of 86 groups lifts the bound from 172,596 (every group at its
 smallest) to the optimum 180,148 in 0.4 s, where the LP relaxation of the whole model gives 175,568.
+
+Whole-scope bounds (`whole_scope`): a cap on a group's candidates (a kernel family's splits) leaves legal
+choices out, so a solver's bound covers the kept list only. The relaxation where each such group may also take
+one more candidate, per row and class the least bytes of its left-out choices that could still beat the peak
+found (`Problem.relaxation`), contains every choice of the scope at no more bytes: its bound is the scope's.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ipuplan.model.problem import Problem, StepRow
-from ipuplan.solvers.result import SolveResult, SolverSettings, SolveStatus
+from ipuplan.model.problem import Problem, StepRow, alive_left_out
+from ipuplan.solvers.result import Progress, SolveResult, SolverSettings, SolveStatus
 
 ROWS = 64
 """Steps per window: small enough to solve exactly in well under a second, wide enough to hold the
@@ -80,3 +86,38 @@ def window_bound(problem: Problem, solve: Callable[[Problem, SolverSettings], So
         solved[key] = result.bound
         bound = max(bound, result.bound)
     return WindowBound(bound, False, len(solved))
+
+
+RELAXATION_SHARE = 0.2
+"""Of the time limit, the share the relaxation's solve gets when a cap left choices out (the solve has the rest)."""
+
+
+def whole_scope(problem: Problem, settings: SolverSettings, solve: Callable[..., SolveResult],
+                progress: Progress | None = None) -> SolveResult:
+    """`solve(problem, settings, progress)`, its status and bound made true of the whole scope when a cap left
+    choices out (`problem.left_out`): "optimal" only when the relaxation's bound reaches the peak found, else
+    `feasible` with the relaxation's bound; "infeasible" only when the relaxation cannot meet the budgets either
+    (else no solution is claimed). The relaxation is solved by the same `solve`, from the solution found."""
+    if not problem.left_out:
+        return solve(problem, settings, progress)
+    started = time.perf_counter()
+    result = solve(problem, replace(settings, time_limit=settings.time_limit * (1 - RELAXATION_SHARE)), progress)
+    solved = result.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
+    if result.status == SolveStatus.NO_SOLUTION:
+        return result
+    relaxed = problem.relaxation(result.peak if solved else None)
+    if relaxed is None:
+        return result
+    alive = int(sum(mask.sum() for mask in alive_left_out(problem, result.peak if solved else None).values()))
+    share = settings.time_limit * RELAXATION_SHARE
+    seconds = share if settings.deterministic else max(settings.time_limit - (time.perf_counter() - started), share)
+    bound = solve(replace(relaxed, input_choice=result.choice) if solved else relaxed,
+                  replace(settings, time_limit=seconds, dump_model=None), None)
+    if not solved:
+        status = SolveStatus.INFEASIBLE if bound.status == SolveStatus.INFEASIBLE else SolveStatus.NO_SOLUTION
+        return replace(result, status=status, left_out=alive)
+    proven = bound.status != SolveStatus.NO_SOLUTION and bound.bound >= result.peak
+    if progress is not None:
+        progress("scope", result.peak, result.peak if proven else bound.bound, time.perf_counter() - started)
+    return replace(result, status=SolveStatus.OPTIMAL if proven else SolveStatus.FEASIBLE,
+                   bound=result.peak if proven else min(bound.bound, result.peak), left_out=alive)

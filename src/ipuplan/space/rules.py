@@ -12,13 +12,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 from math import prod
 
+import numpy as np
+
 from ipuplan.facts.attention_families import AttentionFamily
-from ipuplan.facts.estimate import sizing_key, value_bytes
+from ipuplan.facts.estimate import aligned_bytes, sizing_key, value_bytes
 from ipuplan.facts.exchange import mapped_exchange_bytes
-from ipuplan.facts.gemm_families import DerivedSplit, KernelFamily, placed_sum_scratch
+from ipuplan.facts.gemm_families import DerivedSplit, KernelFamily, placed_sum_scratch, sum_scratch_interleaved
 from ipuplan.facts.plan_facts import PlanFacts
-from ipuplan.plan.layout import Layout, parse_layout
-from ipuplan.space.types import Candidate, Decisions, FreeGroup, Freeze, FreezeReason, FrozenGroup
+from ipuplan.plan.layout import STANDARD, Layout, parse_layout
+from ipuplan.space.types import Candidate, Decisions, FreeGroup, Freeze, FreezeReason, FrozenGroup, LeftOut
 
 LayoutGroup = tuple[int, ...]
 """Values that must share one layout (in-place aliases, a body argument and its layers)."""
@@ -246,6 +248,42 @@ def split_candidate(facts: PlanFacts, members: LayoutGroup, role_of: dict[int, i
         scratch = (placed_sum_scratch(facts.plan, *derived.sum_scratch), *scratch)
     return Candidate(layouts, sizes, exchange_cost(facts, members, moved, layouts), scratch, shapes,
                      (derived.operation,), label)
+
+
+def shard_ordered_roles(facts: PlanFacts, members: LayoutGroup, role_of: dict[int, int],
+                        ratios: tuple[ScratchRatio, ...]) -> tuple[int, ...]:
+    """A family's AMP-aligned roles whose bytes alone do not order their splits at every step: a scratch that is a
+    multiple of the role's shard (not of its aligned bytes), or a member of its group aligned otherwise than the
+    role. The Pareto front of a family's splits compares their shards too, so that it drops only dominated ones."""
+    aligned = facts.amp_aligned
+    found = {role_of[members[position]] for _, position, _, _ in ratios} & aligned
+    found |= {role for m, role in role_of.items() if (m in aligned) != (role in aligned)}
+    return tuple(sorted(found))
+
+
+def left_out_of(facts: PlanFacts, members: LayoutGroup, role_of: dict[int, int], splits: tuple,
+                shards: dict[int, np.ndarray], ratios: tuple[ScratchRatio, ...],
+                sum_scratch: tuple[int, np.ndarray] | None) -> LeftOut | None:
+    """The bytes of a family's `splits` left out of its candidates, from each role's shard bytes under them
+    (`shards`), as `split_candidate` counts a candidate's: each member aligned by its own rule times its copies,
+    the Sum's scratch (`sum_scratch`: step, bytes) in the class the input put it in, the scratch that is a
+    multiple of a member's shard. None when nothing was left out."""
+    if not shards or not len(next(iter(shards.values()))):
+        return None
+    plan = facts.plan
+    values = plan.values
+    columns = [aligned_bytes(shards[role_of[m]], values[m].memory_class, m in facts.amp_aligned) * values[m].copies
+               for m in members]
+    scratch: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    if sum_scratch is not None:
+        step, amount = sum_scratch
+        zero = np.zeros_like(amount)
+        scratch[step] = (zero, amount) if sum_scratch_interleaved(plan, step) else (amount, zero)
+    for step, position, standard, interleaved in ratios:
+        shard = shards[role_of[members[position]]]
+        scratch[step] = (shard * standard, shard * interleaved)
+    return LeftOut(np.column_stack(columns).astype(np.int64), tuple(values[m].memory_class == STANDARD for m in members),
+                   tuple((step, s, i) for step, (s, i) in scratch.items()), tuple(splits))
 
 
 Family = KernelFamily | AttentionFamily

@@ -10,11 +10,14 @@ remains. Adding a freedom level is its module and one `Level(...)` line in `LEVE
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
+
+import numpy as np
 
 from ipuplan.errors import IpuplanError
 from ipuplan.facts.plan_facts import PlanFacts
+from ipuplan.space.levels import attention, gemm
 from ipuplan.space.levels.attention import attention_level
 from ipuplan.space.levels.classes import class_level
 from ipuplan.space.levels.gemm import kernel_level
@@ -127,6 +130,28 @@ def candidate_space(
     return CandidateSpace(scope.value, tuple(free), tuple(frozen))
 
 
+PROMOTE: dict[str, Callable[[Context, LayoutGroup, tuple], tuple[Candidate, ...]]] = {
+    "kernel": gemm.promote,
+    "attention": attention.promote,
+}
+"""Per kind of free group that a cap leaves choices out of: its level's maker of candidates from left-out choices."""
+
+
+def with_promoted(facts: PlanFacts, space: CandidateSpace, chosen: dict[int, np.ndarray]) -> CandidateSpace:
+    """The space with some left-out choices made candidates: per free group index, a mask over its left-out choices.
+    They are appended to the group's candidates (every other candidate keeps its index); the rest stay left out."""
+    context = context_of(facts)
+    free = list(space.free)
+    for g, mask in chosen.items():
+        group = free[g]
+        if group.left_out is None or not mask.any():
+            continue
+        splits = tuple(c for c, keep in zip(group.left_out.choices, mask.tolist()) if keep)
+        made = PROMOTE[group.kind](context, group.members, splits)
+        free[g] = replace(group, candidates=(*group.candidates, *made), left_out=group.left_out.only(~mask))
+    return replace(space, free=tuple(free))
+
+
 __all__ = [
     "CLASSES",
     "LEVELS",
@@ -143,4 +168,5 @@ __all__ = [
     "candidate_space",
     "levels_of",
     "scope_named",
+    "with_promoted",
 ]

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+import numpy as np
+
 from ipuplan.facts.estimate import ValueBytes
 from ipuplan.plan.layout import Layout
 
@@ -44,12 +46,48 @@ class Candidate:
 
 
 @dataclass(frozen=True)
+class LeftOut:
+    """Legal choices of a free group that a cap on its candidates left out, by their bytes alone (no layouts).
+
+    No solver picks one; the bound over the whole scope counts them (`model.problem.Problem.relaxation`), so a
+    cap never makes "optimal" a claim about the kept list only.
+    """
+
+    bytes: np.ndarray
+    """Choices x members: each member's bytes (aligned bytes x copies) under the choice."""
+    standard: tuple[bool, ...]
+    """Per member, whether it is in the Standard class: a family's members keep their class under every split."""
+    scratch: tuple[tuple[int, np.ndarray, np.ndarray], ...] = ()
+    """(step, standard, interleaved scratch bytes per choice): the scratch that depends on the choice."""
+    choices: tuple = ()
+    """Per choice, what its level needs to make it a candidate (a kernel family's split)."""
+
+    @property
+    def count(self) -> int:
+        return len(self.bytes)
+
+    def only(self, mask: np.ndarray) -> LeftOut | None:
+        """The choices where `mask` is true; None when there are none."""
+        if not mask.any():
+            return None
+        return LeftOut(self.bytes[mask], self.standard, tuple((step, s[mask], i[mask]) for step, s, i in self.scratch),
+                       tuple(c for c, keep in zip(self.choices, mask.tolist()) if keep))
+
+    def shifted(self, offset: int) -> LeftOut:
+        """The same choices for an equal group `offset` steps later (as `Candidate.shifted`)."""
+        return LeftOut(self.bytes, self.standard, tuple((step + offset, s, i) for step, s, i in self.scratch),
+                       self.choices)
+
+
+@dataclass(frozen=True)
 class FreeGroup:
     members: tuple[int, ...]
     candidates: tuple[Candidate, ...]
     input_index: int
     """The candidate that reproduces the input's layouts."""
     kind: str = "storage"
+    left_out: LeftOut | None = None
+    """Legal choices a cap left out of `candidates`, for the bound over the whole scope; None when none were."""
 
     @property
     def input(self) -> Candidate:

@@ -17,14 +17,15 @@ from ipuplan.facts.attention_families import (
     current_head_split,
     derive_attention,
     inner_block,
+    k_options,
 )
 from ipuplan.facts.estimate import aligned_bytes
 from ipuplan.facts.gemm_families import IllegalSplit, sum_scratch, sum_scratch_interleaved
 from ipuplan.facts.plan_facts import PlanFacts
 from ipuplan.space import rules
-from ipuplan.space.levels.gemm import MAX_SPLITS, AxisSizes, pareto_front, split_grid
+from ipuplan.space.levels.gemm import MAX_SPLITS, AxisSizes, SplitSearch, pareto_front, split_grid
 from ipuplan.space.levels.storage import partition_options
-from ipuplan.space.types import Candidate, Decisions, FreeGroup, Freeze, FreezeReason, FrozenGroup
+from ipuplan.space.types import Candidate, Decisions, FreeGroup, Freeze, FreezeReason, FrozenGroup, LeftOut
 
 
 class _HeadSizer:
@@ -53,12 +54,12 @@ class _HeadSizer:
     def blocks(self, value_id: int, role: str) -> int:
         return self.axes[value_id][role].blocks
 
-    def vectors(self, splits: np.ndarray, blocks: np.ndarray) -> np.ndarray:
-        """Per split (k, heads, m, n) with its K block: the members' bytes and the Sum scratch."""
+    def shards(self, splits: np.ndarray, blocks: np.ndarray) -> dict[int, np.ndarray]:
+        """Per member, its shard bytes under each split (k, heads, m, n) with its K block."""
         values = self.facts.plan.values
-        k, heads, m, n = splits.T
+        _, heads, m, n = splits.T
         partitions = {"heads": heads, "m": m, "n": n}
-        columns = []
+        found = {}
         for v in self.family.members:
             elements = np.full(len(splits), self.whole[v], dtype=np.int64)
             for role, sizer in self.axes[v].items():
@@ -66,17 +67,24 @@ class _HeadSizer:
                     elements = elements * blocks
                 elif role != "pk":
                     elements = elements * sizer.extent(partitions[role])
-            columns.append(aligned_bytes(elements * values[v].element_size, values[v].memory_class,
-                                         v in self.facts.amp_aligned))
-        return np.column_stack((*columns, sum_scratch(k, self.sum_shard)))
+            found[v] = elements * values[v].element_size
+        return found
+
+    def vectors(self, splits: np.ndarray, blocks: np.ndarray, raw: tuple[int, ...] = ()) -> np.ndarray:
+        """Per split with its K block: the members' bytes and the Sum scratch, then the shards of `raw`'s members."""
+        values = self.facts.plan.values
+        shards = self.shards(splits, blocks)
+        columns = [aligned_bytes(shards[v], values[v].memory_class, v in self.facts.amp_aligned)
+                   for v in self.family.members]
+        return np.column_stack((*columns, sum_scratch(splits[:, 0], self.sum_shard), *(shards[v] for v in raw)))
 
 
-def head_splits(facts: PlanFacts, family: AttentionFamily) -> list[HeadSplit]:
-    """Every legal split's Pareto-best representatives (by member bytes and scratch), the input's first."""
+def head_splits(facts: PlanFacts, family: AttentionFamily, raw: tuple[int, ...] = ()) -> SplitSearch:
+    """Every legal split's Pareto-best representatives (by member bytes and scratch, and the shards of the members
+    in `raw`), at most MAX_SPLITS kept, the input's first; the rest of the front is left out."""
     sizer = _HeadSizer(facts, family)
-    k_options = range(1, sizer.blocks(family.left, "k") * 8 + 1) if family.reduces else (1,)
     blocks = {}
-    for k in k_options:
+    for k in k_options(facts.plan, family):
         try:
             blocks[k] = inner_block(facts.plan, family, k)
         except IllegalSplit:
@@ -84,14 +92,17 @@ def head_splits(facts: PlanFacts, family: AttentionFamily) -> list[HeadSplit]:
     options = [list(blocks), *(partition_options(sizer.blocks(v, role)) for v, role in
                                ((family.left, "heads"), (family.left, "m"), (family.right, "n")))]
     found = split_grid(options, facts.plan.tile_count)
-    chosen = []
-    if len(found):
-        vectors = sizer.vectors(found, np.array([blocks[k] for k in found[:, 0].tolist()], dtype=np.int64))
-        chosen = [HeadSplit(heads, m, n, k) for k, heads, m, n in found[pareto_front(vectors)].tolist()]
-    if len(chosen) > MAX_SPLITS:
-        chosen = [chosen[int(i * len(chosen) / MAX_SPLITS)] for i in range(MAX_SPLITS)]
     original = current_head_split(facts.plan, family)
-    return [original, *(s for s in chosen if s != original)]
+    if not len(found):
+        return SplitSearch([original], [], {})
+    sizes = np.array([blocks[k] for k in found[:, 0].tolist()], dtype=np.int64)
+    front = np.array(pareto_front(sizer.vectors(found, sizes, raw)), dtype=np.int64)
+    kept = front if len(front) <= MAX_SPLITS else front[[int(i * len(front) / MAX_SPLITS) for i in range(MAX_SPLITS)]]
+    rest = np.setdiff1d(front, kept)
+    chosen = [HeadSplit(heads, m, n, k) for k, heads, m, n in found[kept].tolist()]
+    return SplitSearch([original, *(s for s in chosen if s != original)],
+                       [HeadSplit(heads, m, n, k) for k, heads, m, n in found[rest].tolist()],
+                       sizer.shards(found[rest], sizes[rest]))
 
 
 def _candidate(facts: PlanFacts, family: AttentionFamily, split: HeadSplit, members: rules.LayoutGroup,
@@ -143,17 +154,47 @@ def attention_group(context: rules.Context, family: AttentionFamily, group_of: d
     except rules.Frozen as frozen:
         return FrozenGroup(members, frozen.reason.in_family(family.gemm_step))
     moved = rules.moved_tensors(facts, members)
-    signature = _signature(facts, family)
+    raw = rules.shard_ordered_roles(facts, members, role_of, ratios)
+    signature = (_signature(facts, family), raw)
     if signature not in cache:
-        cache[signature] = head_splits(facts, family)
+        cache[signature] = head_splits(facts, family, raw)
     key = (signature, _group_signature(facts, family, members, role_of, moved, ratios))
     if key not in cache:
-        found = (_candidate(facts, family, split, members, role_of, moved, ratios) for split in cache[signature])
-        cache[key] = tuple(c.shifted(-family.gemm_step) for c in found if c is not None)
-    candidates = tuple(c.shifted(family.gemm_step) for c in cache[key])
+        cache[key] = _choices(facts, family, cache[signature], members, role_of, moved, ratios)
+    found, left_out = cache[key]
+    candidates = tuple(c.shifted(family.gemm_step) for c in found)
     if len(candidates) <= 1:
         return FrozenGroup(members, FreezeReason(Freeze.NO_OTHER_SPLIT, family_step=family.gemm_step))
-    return FreeGroup(members, candidates, input_index=0, kind="attention")
+    return FreeGroup(members, candidates, input_index=0, kind="attention",
+                     left_out=None if left_out is None else left_out.shifted(family.gemm_step))
+
+
+def promote(context: rules.Context, members: rules.LayoutGroup, splits) -> tuple[Candidate, ...]:
+    """The candidates of the product whose free group is `members` under `splits` (some of its left-out choices)."""
+    facts = context.facts
+    group_of = {m: group for group in context.groups for m in group}
+    family = next(f for f in facts.attention if f.left in members)
+    members, role_of = rules.family_members(family, group_of)
+    try:
+        ratios = rules.family_ratios(facts, members, family.sum_step)
+    except rules.Frozen:
+        return ()
+    moved = rules.moved_tensors(facts, members)
+    found = (_candidate(facts, family, split, members, role_of, moved, ratios) for split in splits)
+    return tuple(c for c in found if c is not None)
+
+
+def _choices(facts: PlanFacts, family: AttentionFamily, search: SplitSearch, members: rules.LayoutGroup,
+             role_of: dict[int, int], moved, ratios) -> tuple[tuple[Candidate, ...], LeftOut | None]:
+    """The product's candidates and the splits their cap left out, with steps relative to its Gemm."""
+    found = (_candidate(facts, family, split, members, role_of, moved, ratios) for split in search.kept)
+    candidates = tuple(c.shifted(-family.gemm_step) for c in found if c is not None)
+    scratch = None
+    if family.reduces and search.left_out:
+        k = np.array([split.k for split in search.left_out], dtype=np.int64)
+        scratch = (family.sum_step, sum_scratch(k, facts.estimate.values[family.sum_result].shard_bytes))
+    left_out = rules.left_out_of(facts, members, role_of, search.left_out, search.shards, ratios, scratch)
+    return candidates, None if left_out is None else left_out.shifted(-family.gemm_step)
 
 
 def attention_level(context: rules.Context, groups: tuple[rules.LayoutGroup, ...]) -> Decisions:

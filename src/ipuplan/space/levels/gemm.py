@@ -7,6 +7,7 @@ bytes, the input's own split always first.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -38,10 +39,12 @@ from ipuplan.space.rules import (
     family_ratios,
     freeze_reason,
     held_family,
+    left_out_of,
     moved_tensors,
+    shard_ordered_roles,
     split_candidate,
 )
-from ipuplan.space.types import Candidate, Decisions, FreeGroup, Freeze, FreezeReason, FrozenGroup
+from ipuplan.space.types import Candidate, Decisions, FreeGroup, Freeze, FreezeReason, FrozenGroup, LeftOut
 
 MAX_SPLITS = 48
 PARETO_BLOCK = 512
@@ -114,11 +117,14 @@ class _Sizer:
         return int(np.prod([d for i, d in enumerate(value.shape) if i not in tiled], dtype=np.int64))
 
     def inner_block(self, k: int) -> int | None:
-        return inner_block_for(self.k_dimension, k, self.granule)
+        """The K block of pK = `k` (None when there is none, or when it would pad a K that rejects padding, as
+        `derive` refuses)."""
+        block = inner_block_for(self.k_dimension, k, self.granule)
+        left = self.plan.values[self.family.left].parsed_layout.axes[self.family.left_axes["k"]]
+        return None if block is None or (self.k_dimension % block and left.padding == "Reject") else block
 
-    def _bytes(self, value_id: int, elements: np.ndarray) -> np.ndarray:
-        memory_class = self.plan.values[value_id].memory_class
-        return aligned_bytes(elements * self.size[value_id], memory_class, value_id in self.aligned)
+    def _aligned(self, value_id: int, shard: np.ndarray) -> np.ndarray:
+        return aligned_bytes(shard, self.plan.values[value_id].memory_class, value_id in self.aligned)
 
     def sum_spreads(self, splits: np.ndarray, tiles: int) -> np.ndarray:
         """Per split (k, m, n), the (a, b) spreading pK over the Sum result's N and M with the smallest shard
@@ -136,18 +142,32 @@ class _Sizer:
             spread[rows] = pairs[shard.argmin(axis=1)]
         return spread
 
-    def vectors(self, splits: np.ndarray, inner_blocks: np.ndarray) -> np.ndarray:
-        """Per split (k, m, n, sum_n, sum_m) with its K block: the members' bytes and the Sum scratch."""
-        family, base = self.family, self.base
-        k, m, n, sum_n, sum_m = splits.T
+    def shards(self, splits: np.ndarray, inner_blocks: np.ndarray) -> dict[int, np.ndarray]:
+        """Per member, its shard bytes under each split (k, m, n, sum_n, sum_m) with its K block."""
+        family, base, size = self.family, self.base, self.size
+        _, m, n, sum_n, sum_m = splits.T
         left = inner_blocks * self.m.extent(m) * base[family.left]
-        sum_shard = (self.sum_n.extent(n * sum_n) * self.sum_m.extent(m * sum_m)
-                     * base[family.sum_result] * self.size[family.sum_result])
-        partials = self.partial_m.extent(m) * self.partial_n.extent(n) * base[family.partials]
-        source = () if family.left_source is None else (self._bytes(family.left_source, left),)
-        return np.column_stack((*source, self._bytes(family.left, left),
-                                self._bytes(family.right, inner_blocks * self.n.extent(n) * base[family.right]),
-                                self._bytes(family.partials, partials), sum_shard, sum_scratch(k, sum_shard)))
+        found = {
+            family.left: left * size[family.left],
+            family.right: inner_blocks * self.n.extent(n) * base[family.right] * size[family.right],
+            family.partials: self.partial_m.extent(m) * self.partial_n.extent(n) * base[family.partials]
+            * size[family.partials],
+            family.sum_result: self.sum_n.extent(n * sum_n) * self.sum_m.extent(m * sum_m) * base[family.sum_result]
+            * size[family.sum_result],
+        }
+        if family.left_source is not None:
+            found[family.left_source] = left * size[family.left_source]
+        return found
+
+    def vectors(self, splits: np.ndarray, inner_blocks: np.ndarray, raw: tuple[int, ...] = ()) -> np.ndarray:
+        """Per split with its K block: the members' bytes, the Sum result's shard and the Sum scratch, then the
+        shards of the members in `raw` (those the bytes alone would not order: scratch that is a multiple of
+        their shard, aliases aligned otherwise)."""
+        family = self.family
+        shards = self.shards(splits, inner_blocks)
+        total = shards[family.sum_result]
+        members = [self._aligned(v, shards[v]) for v in family.members if v != family.sum_result]
+        return np.column_stack((*members, total, sum_scratch(splits[:, 0], total), *(shards[v] for v in raw)))
 
 
 def _with_spreads(sizer: _Sizer, splits: np.ndarray, tiles: int, fixed: tuple[int, int] | None) -> np.ndarray:
@@ -164,8 +184,24 @@ def _with_spreads(sizer: _Sizer, splits: np.ndarray, tiles: int, fixed: tuple[in
     return np.column_stack((splits, a, b))[exact]
 
 
-def split_options(plan: Plan, family: KernelFamily, aligned: frozenset[int], sum_fixed: bool = False) -> list[Split]:
-    """Every legal split's Pareto-best representatives (by member bytes), at most MAX_SPLITS, the input's first."""
+@dataclass(frozen=True)
+class SplitSearch:
+    """A family's splits: the candidates' (the input's first), and the Pareto-best ones the cap left out."""
+
+    kept: list[Split]
+    left_out: list[Split]
+    shards: dict[int, np.ndarray]
+    """Per family member, its shard bytes under each left-out split."""
+
+
+def split_options(plan: Plan, family: KernelFamily, aligned: frozenset[int], sum_fixed: bool = False,
+                  raw: tuple[int, ...] = (), source_fixed: bool = False) -> SplitSearch:
+    """Every legal split's Pareto-best representatives (by member bytes, and the shards of the members in `raw`),
+    at most MAX_SPLITS kept, the input's first; the rest of the front is left out. A split off the front is
+    dominated: some split of the front has, member by member, no more bytes, so no more at any step.
+
+    `sum_fixed` / `source_fixed`: the Sum result / the F16 source keeps its layout, so only the splits that lay
+    it out as the input does are legal (for the source: the input's pK, pM and pN)."""
     sizer = _Sizer(plan, family, aligned)
     fixed = None
     if sum_fixed:
@@ -176,18 +212,22 @@ def split_options(plan: Plan, family: KernelFamily, aligned: frozenset[int], sum
     inner_blocks = {k: block for k, block in inner_blocks.items() if block is not None}
     grid = split_grid([list(inner_blocks), partition_options(sizer.m.blocks), partition_options(sizer.n.blocks)], tiles)
     found = _with_spreads(sizer, grid, tiles, fixed)
-    if not len(found):
-        return [current_split(plan, family)]
-    blocks = np.array([inner_blocks[k] for k in found[:, 0].tolist()], dtype=np.int64)
-    vectors = sizer.vectors(found, blocks)
-    front = pareto_front(vectors)
-    chosen = [Split(*found[i].tolist()) for i in front]
-    if len(chosen) > MAX_SPLITS:
-        totals = vectors[front].sum(axis=1)
-        order = np.argsort(totals)
-        chosen = [chosen[order[int(i * len(order) / MAX_SPLITS)]] for i in range(MAX_SPLITS)]
     original = current_split(plan, family)
-    return [original, *(s for s in chosen if s != original)]
+    if source_fixed:
+        found = found[(found[:, :3] == (original.k, original.m, original.n)).all(axis=1)]
+    if not len(found):
+        return SplitSearch([original], [], {})
+    blocks = np.array([inner_blocks[k] for k in found[:, 0].tolist()], dtype=np.int64)
+    vectors = sizer.vectors(found, blocks, raw)
+    front = np.array(pareto_front(vectors), dtype=np.int64)
+    kept = front
+    if len(front) > MAX_SPLITS:
+        order = np.argsort(vectors[front].sum(axis=1))
+        kept = front[[order[int(i * len(order) / MAX_SPLITS)] for i in range(MAX_SPLITS)]]
+    chosen = [Split(*found[i].tolist()) for i in kept]
+    rest = np.setdiff1d(front, kept)
+    return SplitSearch([original, *(s for s in chosen if s != original)], [Split(*found[i].tolist()) for i in rest],
+                       sizer.shards(found[rest], blocks[rest]))
 
 
 def pareto_front(vectors: np.ndarray) -> list[int]:
@@ -242,11 +282,24 @@ def _signature(facts: PlanFacts, family: KernelFamily, members, role_of, fixed, 
     )
 
 
-def family_group(context: Context, family: KernelFamily, group_of: dict[int, LayoutGroup], cache: dict) -> FreeGroup | FrozenGroup:
-    """The family as one free group (every member and its aliases), or frozen with the reason.
+@dataclass(frozen=True)
+class _Parts:
+    """What a family's candidates are made from besides its splits."""
 
-    `cache` maps a family's signature to its candidates, so repeated structures are derived once.
-    """
+    members: LayoutGroup
+    role_of: dict[int, int]
+    held: dict[int, FreezeReason | None]
+    """The F16 source and the Sum result: why each must keep its layout, or None."""
+    moved: tuple
+    ratios: tuple[ScratchRatio, ...]
+
+    @property
+    def fixed(self) -> list[int]:
+        return [role for role, reason in self.held.items() if reason is not None]
+
+
+def _parts(context: Context, family: KernelFamily, group_of: dict[int, LayoutGroup]) -> _Parts | FrozenGroup:
+    """The family's members and what holds them, or the family frozen with the reason."""
     facts = context.facts
     members, role_of = family_members(family, group_of)
     frozen_family = held_family(context, family, members, group_of, (family.left, family.right, family.partials))
@@ -255,28 +308,66 @@ def family_group(context: Context, family: KernelFamily, group_of: dict[int, Lay
     # the F16 source and the Sum result may be held and the family still re-split around their layouts
     held = {role: freeze_reason(context, group_of[role], family.steps)
             for role in (family.left_source, family.sum_result) if role is not None}
-    fixed = [role for role, reason in held.items() if reason is not None]
-    moved = moved_tensors(facts, members)
     try:
         ratios = family_ratios(facts, members, family.sum_step)
     except Frozen as frozen:
         return FrozenGroup(members, frozen.reason.in_family(family.gemm_step))
-    signature = _signature(facts, family, members, role_of, fixed, ratios, moved)
+    return _Parts(members, role_of, held, moved_tensors(facts, members), ratios)
+
+
+def family_group(context: Context, family: KernelFamily, group_of: dict[int, LayoutGroup], cache: dict) -> FreeGroup | FrozenGroup:
+    """The family as one free group (every member and its aliases), or frozen with the reason.
+
+    `cache` maps a family's signature to its candidates, so repeated structures are derived once.
+    """
+    facts = context.facts
+    parts = _parts(context, family, group_of)
+    if isinstance(parts, FrozenGroup):
+        return parts
+    members, fixed = parts.members, parts.fixed
+    signature = _signature(facts, family, members, parts.role_of, fixed, parts.ratios, parts.moved)
     if signature not in cache:
-        found = []
-        for split in split_options(facts.plan, family, facts.amp_aligned, family.sum_result in fixed):
-            candidate = _family_candidate(facts, family, split, members, role_of, moved, ratios)
-            if candidate is not None and all(
-                candidate.layouts[members.index(r)] == facts.plan.values[r].parsed_layout for r in fixed
-            ):
-                found.append(candidate.shifted(-family.gemm_step))
-        cache[signature] = found
-    candidates = [c.shifted(family.gemm_step) for c in cache[signature]]
+        cache[signature] = _family_choices(facts, family, parts)
+    found, left_out = cache[signature]
+    candidates = [c.shifted(family.gemm_step) for c in found]
     if len(candidates) <= 1:
         if fixed:  # the only split left is the input's because a member that must keep its layout says so
-            return FrozenGroup(members, held[fixed[0]].in_family(family.gemm_step, fixed[0]))
+            return FrozenGroup(members, parts.held[fixed[0]].in_family(family.gemm_step, fixed[0]))
         return FrozenGroup(members, FreezeReason(Freeze.NO_OTHER_SPLIT, family_step=family.gemm_step))
-    return FreeGroup(members, tuple(candidates), input_index=0, kind="kernel")
+    return FreeGroup(members, tuple(candidates), input_index=0, kind="kernel",
+                     left_out=None if left_out is None else left_out.shifted(family.gemm_step))
+
+
+def _split_candidates(facts: PlanFacts, family: KernelFamily, parts: _Parts, splits) -> list[Candidate]:
+    """The family's candidates under `splits`, less those that cannot be laid out or move a member that must stay."""
+    values, found = facts.plan.values, []
+    for split in splits:
+        candidate = _family_candidate(facts, family, split, parts.members, parts.role_of, parts.moved, parts.ratios)
+        if candidate is not None and all(candidate.layouts[parts.members.index(r)] == values[r].parsed_layout
+                                         for r in parts.fixed):
+            found.append(candidate)
+    return found
+
+
+def _family_choices(facts: PlanFacts, family: KernelFamily, parts: _Parts) -> tuple[list[Candidate], LeftOut | None]:
+    """The family's candidates and the splits their cap left out, with steps relative to the Gemm."""
+    raw = shard_ordered_roles(facts, parts.members, parts.role_of, parts.ratios)
+    search = split_options(facts.plan, family, facts.amp_aligned, family.sum_result in parts.fixed, raw,
+                           family.left_source in parts.fixed)
+    found = [c.shifted(-family.gemm_step) for c in _split_candidates(facts, family, parts, search.kept)]
+    k = np.array([s.k for s in search.left_out], dtype=np.int64)
+    scratch = (family.sum_step, sum_scratch(k, search.shards[family.sum_result])) if search.shards else None
+    left_out = left_out_of(facts, parts.members, parts.role_of, tuple(search.left_out), search.shards, parts.ratios,
+                           scratch)
+    return found, None if left_out is None else left_out.shifted(-family.gemm_step)
+
+
+def promote(context: Context, members: LayoutGroup, splits) -> tuple[Candidate, ...]:
+    """The candidates of the family whose free group is `members` under `splits` (some of its left-out choices)."""
+    group_of = {m: group for group in context.groups for m in group}
+    family = next(f for f in context.facts.families if f.left in members)
+    parts = _parts(context, family, group_of)
+    return () if isinstance(parts, FrozenGroup) else tuple(_split_candidates(context.facts, family, parts, splits))
 
 
 def kernel_level(context: Context, groups: tuple[LayoutGroup, ...]) -> Decisions:

@@ -20,7 +20,8 @@ from ipuplan.plan.layout import STANDARD
 from ipuplan.replan.pipeline import optimize
 from ipuplan.replan.rewrite import contract_violations, rewrite
 from ipuplan.space import scopes
-from ipuplan.space.levels.elementwise import elementwise_level
+from ipuplan.space.levels import elementwise
+from ipuplan.space.levels.elementwise import KIND, elementwise_level, promote
 from ipuplan.space.rules import context_of
 from ipuplan.space.scopes import Level, Scope, candidate_space
 
@@ -48,6 +49,13 @@ def registered_levels() -> tuple[Level, ...]:
 @pytest.fixture()
 def registered(monkeypatch):
     monkeypatch.setattr(scopes, "LEVELS", registered_levels())
+    monkeypatch.setitem(scopes.PROMOTE, KIND, promote)
+
+
+@pytest.fixture()
+def capped(monkeypatch, registered):
+    """At most 2 splits kept per family: the residual stream's front (4 splits besides the input's) is cut."""
+    monkeypatch.setattr(elementwise, "MAX_SPLITS", 2)
 
 
 @pytest.fixture(scope="module")
@@ -164,3 +172,21 @@ def test_the_written_plan_keeps_the_rule_and_the_bias_bytes_are_gone(reference_p
     biases = (10, 11, 14, 15, 22, 23, 26, 27, 32, 36, 40)
     assert sum(estimate.values[m].bytes for m in biases if m in optimized.plan.steps[peak].live) <= 8 * len(biases)
     assert {optimized.plan.values[m].memory_class for m in biases} == {STANDARD}
+
+
+def test_a_cap_carries_the_splits_it_leaves_out_by_the_bytes_their_candidates_have(capped, facts):
+    context = context_of(facts)
+    (residual,) = [g for g in elementwise_level(context, context.groups).free if 45 in g.members]
+    left_out = residual.left_out
+    assert len(residual.candidates) == 3 and left_out.count == 2
+    made = promote(context, residual.members, left_out.choices)
+    assert [c.label for c in made] != [c.label for c in residual.candidates[1:]]
+    for row, candidate in enumerate(made):
+        assert left_out.bytes[row].tolist() == [size.bytes for size in candidate.value_bytes]
+        assert {(step, int(s[row]), int(i[row])) for step, s, i in left_out.scratch} == set(candidate.scratch)
+
+
+def test_a_cap_does_not_cost_the_peak_or_the_claim(capped, reference_plan):
+    result = optimize(reference_plan, scope="full", workers=1, time_limit=30)
+    assert (result.after.raw_peak, result.status.value) == (136_712, "optimal")
+    assert check(result.plan) == []

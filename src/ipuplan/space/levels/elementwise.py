@@ -5,9 +5,11 @@ A split gives each tiled dimension of the family's activations a partition count
 under a kernel that reduces over a row). Every full-shape member is cut alike; each broadcast parameter is cut
 exactly as the activations over the dimensions it does not broadcast over, whole over the others, with
 `replicas` = the activations' groups over those; strides are mixed radix, the parameters' dimensions innermost,
-so each parameter shard sits on every tile that holds its activation shards. Block sizes, padding, orders and
-classes stay. Candidates: the input first, then the Pareto front of the members' bytes per tile over every
-split within the chip (at most `MAX_SPLITS`, spread over the front), as the Gemm level does.
+so each parameter shard sits on every tile that holds its activation shards. Orders, padding rules and classes
+stay; a family whose orders hold no block size (`RowMajor`) may also cut into any block size dividing its own.
+Candidates: the input first, then the Pareto front of the members' bytes per tile over every split within the
+chip, at most `MAX_SPLITS` spread over the front, as the Gemm level does: the rest of the front is carried by its
+bytes (`LeftOut`) for the bound over the whole scope, and `promote` makes any of it candidates.
 
 A family that a rule holds, that shares a group with a value an earlier level claimed, or whose split cannot
 change is left to the levels after this one: the classes level may still move its values' class, and the last
@@ -16,7 +18,7 @@ level freezes them by the kernel that reads them (the family's own reason: `Elem
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from itertools import product
 from math import prod
 
@@ -32,10 +34,12 @@ from ipuplan.facts.estimate import value_bytes
 from ipuplan.facts.plan_facts import PlanFacts
 from ipuplan.plan.layout import AxisTiling, Layout, ceil_div
 from ipuplan.space import rules
-from ipuplan.space.levels.gemm import MAX_SPLITS, pareto_front, split_grid
+from ipuplan.space.levels.gemm import MAX_SPLITS, SplitSearch, pareto_front, split_grid
 from ipuplan.space.levels.storage import partition_options
 from ipuplan.space.types import Candidate, Decisions, FreeGroup, Freeze
 
+KIND = "elementwise"
+"""The kind of the free groups this level makes (`space.scopes.PROMOTE` finds its `promote` by it)."""
 Split = tuple[tuple[int, int], ...]
 """(block size, partitions) per axis of the family's template (its activation), in the template's axis order."""
 INFERRED_READS = frozenset({Freeze.NO_READER})
@@ -115,9 +119,10 @@ def _with_block(axis: AxisTiling, block: int) -> AxisTiling:
     return replace(axis, block_size=block, padding_multiple=multiple)
 
 
-def splits_of(facts: PlanFacts, family: ElementwiseFamily) -> list[Split]:
+def splits_of(facts: PlanFacts, family: ElementwiseFamily, members: rules.LayoutGroup) -> SplitSearch:
     """The input's split, then the Pareto-best others over every block choice by bytes per tile (at most
-    MAX_SPLITS, spread over the front)."""
+    MAX_SPLITS, spread over the front); the rest of the front left out, with each member's shard bytes under it.
+    A split off the front is dominated: a split of the front has, member by member, no more bytes."""
     first = _Cuts(facts, family)
     own = tuple((axis.block_size, axis.partitions) for axis in first.own.axes)
     found, vectors = [], []
@@ -127,13 +132,19 @@ def splits_of(facts: PlanFacts, family: ElementwiseFamily) -> list[Split]:
         found += [tuple(zip(blocks, row)) for row in grid.tolist()]
         vectors.append(cuts.vectors(grid))
     if not found:
-        return [own]
+        return SplitSearch([own], [], {})
     vectors = np.concatenate(vectors)
-    front = pareto_front(vectors)
+    front = np.array(pareto_front(vectors), dtype=np.int64)
+    kept = front
     if len(front) > MAX_SPLITS:
         order = np.argsort(vectors[front].sum(axis=1), kind="stable")
-        front = [front[order[int(i * len(order) / MAX_SPLITS)]] for i in range(MAX_SPLITS)]
-    return [own, *(found[i] for i in front if found[i] != own)]
+        kept = front[[order[int(i * len(order) / MAX_SPLITS)] for i in range(MAX_SPLITS)]]
+    rest = np.array([i for i in np.setdiff1d(front, kept).tolist() if found[i] != own], dtype=np.int64)
+    values = facts.plan.values
+    column = {m: 1 if family.roles.get(m) is Role.PARAMETER else 0 for m in members}
+    shards = {m: vectors[rest, column[m]] * values[m].element_size for m in members} if len(rest) else {}
+    return SplitSearch([own, *(found[i] for i in kept.tolist() if found[i] != own)], [found[i] for i in rest.tolist()],
+                       shards)
 
 
 def split_layouts(facts: PlanFacts, family: ElementwiseFamily, members: rules.LayoutGroup, split: Split) -> tuple[Layout, ...]:
@@ -198,26 +209,59 @@ def _held(context: rules.Context, family: ElementwiseFamily, group_of: dict[int,
     return False
 
 
-def family_group(context: rules.Context, family: ElementwiseFamily,
-                 group_of: dict[int, rules.LayoutGroup]) -> FreeGroup | None:
-    """The family as one free group (the input first, then its other splits), or None when it cannot change."""
-    facts = context.facts
+@dataclass(frozen=True)
+class _Parts:
+    """What every candidate of a free family shares: its members (every value of its groups), the mover steps
+    between them and the rest, and the scratch that scales with a member's shard."""
+
+    members: rules.LayoutGroup
+    moved: tuple[rules.Move, ...]
+    ratios: tuple[rules.ScratchRatio, ...]
+
+
+def _parts(context: rules.Context, family: ElementwiseFamily, group_of: dict[int, rules.LayoutGroup]) -> _Parts | None:
+    """The family's parts, or None when a rule holds it."""
     if family.hold is not None or _held(context, family, group_of):
         return None
     members = tuple(sorted({v for m in family.members for v in group_of[m]}))
     try:
-        ratios = rules.scratch_ratios(facts, members)
+        ratios = rules.scratch_ratios(context.facts, members)
     except rules.Frozen:
         return None
-    moved = rules.moved_tensors(facts, members)
+    return _Parts(members, rules.moved_tensors(context.facts, members), ratios)
+
+
+def family_group(context: rules.Context, family: ElementwiseFamily,
+                 group_of: dict[int, rules.LayoutGroup]) -> FreeGroup | None:
+    """The family as one free group (the input first, then its other splits, and the splits a cap left out), or
+    None when it cannot change."""
+    facts = context.facts
+    parts = _parts(context, family, group_of)
+    if parts is None:
+        return None
+    members, moved, ratios = parts.members, parts.moved, parts.ratios
     values = facts.plan.values
-    original = Candidate(tuple(values[m].parsed_layout for m in members), tuple(facts.estimate.values[m] for m in members),
-                         rules.exchange_cost(facts, members, moved, tuple(values[m].parsed_layout for m in members)),
+    layouts = tuple(values[m].parsed_layout for m in members)
+    original = Candidate(layouts, tuple(facts.estimate.values[m] for m in members),
+                         rules.exchange_cost(facts, members, moved, layouts),
                          rules.scaled_scratch(ratios, tuple(facts.estimate.values[m].shard_bytes for m in members)))
-    others = [_candidate(facts, family, members, split, moved, ratios) for split in splits_of(facts, family)[1:]]
+    search = splits_of(facts, family, members)
+    others = [_candidate(facts, family, members, split, moved, ratios) for split in search.kept[1:]]
     if not others:
         return None
-    return FreeGroup(members, (original, *others), input_index=0, kind="elementwise")
+    left_out = rules.left_out_of(facts, members, {m: m for m in members}, tuple(search.left_out), search.shards,
+                                 ratios, None)
+    return FreeGroup(members, (original, *others), input_index=0, kind=KIND, left_out=left_out)
+
+
+def promote(context: rules.Context, members: rules.LayoutGroup, splits) -> tuple[Candidate, ...]:
+    """The candidates of the family whose free group is `members` under `splits` (some of its left-out choices)."""
+    group_of = {m: group for group in context.groups for m in group}
+    family = next(f for f in recognise_elementwise(context.facts.plan, context.facts.flow) if f.members[0] in members)
+    parts = _parts(context, family, group_of)
+    if parts is None:
+        return ()
+    return tuple(_candidate(context.facts, family, parts.members, split, parts.moved, parts.ratios) for split in splits)
 
 
 def elementwise_level(context: rules.Context, groups: tuple[rules.LayoutGroup, ...]) -> Decisions:

@@ -39,7 +39,7 @@ OUTPUTS = {
     ("vit-so400m-12layers.json", "kernels"): Output(455_436, 395_873_048, "optimal",
         "487e1a1d53e9bc33cab95904b547fbdc1bfb6d297613a32f48c177886b6323d2"),
     ("vit-so400m-12layers.json", "full"): Output(455_436, 724_208_368, "optimal",
-        "adade5d0f0e441006e7216b73d83927190debff46143ccaec33e33282fb538ec"),
+        "598b2e217153866f897754f49603684ee376af69f91f0ed1fd39f71823fa9c32"),
     ("vit-so400m-6layers-chip.json", "storage"): INFEASIBLE,
     ("vit-so400m-6layers-chip.json", "kernels"): Output(311_412, 431_775_880, "optimal",
         "a69441d2f0c84b738bad504ceb560d7c6f1110d039a74222b79dee0078edf9c1"),

@@ -28,7 +28,7 @@ def alone(facts):
 
 def test_alone_it_frees_only_groups_that_kernels_hold_and_freezes_nothing(facts, alone):
     context, decided = alone
-    assert decided.frozen == () and len(decided.free) == 55
+    assert decided.frozen == () and len(decided.free) == 51  # the 4 values never live are left alone
     touched = gemm_touched(context)
     for group in decided.free:
         assert freeze_reason(context, group.members).kind in MOVABLE_CLASS, group.members

@@ -46,6 +46,23 @@ def test_frozen_reasons_are_typed_and_their_labels_carry_no_numbers(spaces, scop
         assert not any(c.isdigit() for c in group.reason.group_label), group.reason.group_label
 
 
+@pytest.mark.parametrize("scope", ["storage", "kernels"])
+def test_frozen_reasons_name_what_holds_a_value(reference_plan, spaces, scope):
+    """A loop body's bias or norm parameter never dies at the kernel that reads it: the reason names that kernel
+    (an operand the dataflow does not show), never 'no reader identified'; a value no step holds says so."""
+    reasons = spaces[scope].reasons()
+    assert not [v for v, reason in reasons.items() if reason is not None and reason.kind is Freeze.NO_READER]
+    qkv_bias = reasons[52]  # vit.encoder.attention.qkv.bias (body argument), added to the qkv Gemm's result
+    assert reference_plan.values[52].name == "vit.encoder.attention.qkv.bias (body argument)"
+    assert (qkv_bias.kind, qkv_bias.step, qkv_bias.operation) == (Freeze.UNSHOWN_READ, 15, "Add")
+    assert str(qkv_bias).startswith("may be read by Add at step 15 (an operand the dataflow does not show")
+    scale = reasons[49]  # vit.encoder.attention_norm.scale (body argument)
+    assert (scale.kind, scale.operation, scale.step) == (Freeze.UNSHOWN_READ, "LayerNorm", 8)
+    assert [v for v, reason in reasons.items() if reason is not None and reason.kind is Freeze.NEVER_LIVE] == [
+        72, 73, 111, 112]
+    assert all(not any(v in s.live for s in reference_plan.steps) for v in (72, 73, 111, 112))
+
+
 def test_unknown_scope_is_refused(facts):
     with pytest.raises(UnknownScope) as raised:
         candidate_space(facts, "everything")

@@ -15,6 +15,7 @@ from math import prod
 import numpy as np
 
 from ipuplan.facts.attention_families import AttentionFamily
+from ipuplan.facts.elementwise_families import recognise_elementwise
 from ipuplan.facts.estimate import aligned_bytes, sizing_key, value_bytes
 from ipuplan.facts.exchange import mapped_exchange_bytes
 from ipuplan.facts.gemm_families import DerivedSplit, KernelFamily, placed_sum_scratch, sum_scratch_interleaved
@@ -36,6 +37,11 @@ class Context:
     """Value -> steps with an unknown operation where its storage is live."""
     first_ambiguity: dict[int, int]
     """Value -> index of the first ambiguity that may touch it."""
+    unshown_readers: dict[int, tuple[int, ...]]
+    """Value -> the element-wise kernels that may read it although the dataflow does not show it (an operand
+    that stays live past the kernel, as a loop body's bias does: `facts.elementwise_families`)."""
+    live_roots: frozenset[int]
+    """Storage live at some step: a value whose root is not among them takes no memory anywhere."""
 
 
 def context_of(facts: PlanFacts) -> Context:
@@ -50,7 +56,14 @@ def context_of(facts: PlanFacts) -> Context:
     for index, ambiguity in enumerate(facts.flow.ambiguities):
         for value_id in ambiguity.suspects:
             first.setdefault(value_id, index)
-    return Context(facts, layout_groups(facts), unknown_of, first)
+    unshown: dict[int, set[int]] = defaultdict(set)
+    for family in recognise_elementwise(plan, facts.flow):
+        for kernel in family.kernels:
+            for value_id in kernel.possible:
+                unshown[value_id].add(kernel.step)
+    live_roots = frozenset(v for step in plan.steps for v in step.live)
+    return Context(facts, layout_groups(facts), unknown_of, first,
+                   {v: tuple(sorted(steps)) for v, steps in unshown.items()}, live_roots)
 
 
 def layout_groups(facts: PlanFacts) -> tuple[LayoutGroup, ...]:
@@ -89,7 +102,8 @@ def freeze_reason(context: Context, members: LayoutGroup, kernel_steps: frozense
     if unknown_parts:
         return FreezeReason(Freeze.UNKNOWN_LAYOUT, detail=", ".join(unknown_parts))
     if len(layouts) > 1:
-        return FreezeReason(Freeze.MEMBERS_DIFFER)
+        other = next(m for m in members if values[m].layout != values[members[0]].layout)
+        return FreezeReason(Freeze.MEMBERS_DIFFER, detail=f"values {members[0]} and {other}")
     ambiguities = [context.first_ambiguity[m] for m in members if m in context.first_ambiguity]
     if ambiguities:
         ambiguity = flow.ambiguities[min(ambiguities)]
@@ -100,7 +114,9 @@ def freeze_reason(context: Context, members: LayoutGroup, kernel_steps: frozense
     readers = sorted({s for m in members for s in flow.readers.get(m, ())})
     writers = sorted({s for m in members for s in flow.writers.get(m, ())})
     if not readers:
-        return FreezeReason(Freeze.NO_READER)
+        unread = _unread(context, members, kernel_steps)
+        if unread is not None:
+            return unread
     for step in readers + writers:
         operation = plan.steps[step].parsed_operation
         if not operation.is_mover and step not in kernel_steps:
@@ -109,6 +125,24 @@ def freeze_reason(context: Context, members: LayoutGroup, kernel_steps: frozense
     if not kernel_steps and any(m in facts.amp_aligned for m in members):
         return FreezeReason(Freeze.AMP_ALIGNED)
     return None
+
+
+def _unread(context: Context, members: LayoutGroup, kernel_steps: frozenset[int]) -> FreezeReason | None:
+    """What holds a group no step is seen reading: an element-wise kernel that may read it without it dying there
+    (the first outside `kernel_steps`, the others in the detail), nothing at all (never live), or no reader ipuplan
+    can name. None when every kernel that may read it is one of `kernel_steps`: then its writers decide."""
+    unshown = sorted({s for m in members for s in context.unshown_readers.get(m, ())})
+    outside = [s for s in unshown if s not in kernel_steps]
+    if outside:
+        also = f"; also at step{'s' if len(outside) > 2 else ''} {', '.join(map(str, outside[1:]))}" if outside[1:] else ""
+        kind = context.facts.plan.steps[outside[0]].parsed_operation.kind
+        return FreezeReason(Freeze.UNSHOWN_READ, outside[0], kind,
+                            detail=f"an operand the dataflow does not show: it stays live past the step{also}")
+    if unshown:
+        return None
+    if not any(context.facts.plan.values[m].root in context.live_roots for m in members):
+        return FreezeReason(Freeze.NEVER_LIVE)
+    return FreezeReason(Freeze.NO_READER)
 
 
 @lru_cache(maxsize=65536)

@@ -101,7 +101,10 @@ class Freeze(str, Enum):
     AMBIGUITY = "involved in an ambiguity (see ipuplan graph)"
     UNKNOWN_OPERATION = "live at an operation ipuplan does not know"
     UNKNOWN_LAYOUT = "a layout ipuplan does not know (kept verbatim)"
+    NEVER_LIVE = "never live: no step holds it, so its layout takes no memory"
     NO_READER = "no reader identified (a kernel may read it without it dying there)"
+    UNSHOWN_READ = "may be read by"
+    """An element-wise kernel whose operand it can be, although it does not die there (a loop body's bias)."""
     READ_BY_KERNEL = "read by"
     WRITTEN_BY_KERNEL = "written by"
     AMP_ALIGNED = "AMP-aligned Gemm operand"
@@ -143,7 +146,8 @@ class FreezeReason:
 
     def _own_text(self) -> str:
         if self.kind in _NAMES_OPERATION:
-            return f"{self.kind.value} {self.operation} at step {self.step}"
+            text = f"{self.kind.value} {self.operation} at step {self.step}"
+            return f"{text} ({self.detail})" if self.detail else text
         if self.kind is Freeze.UNKNOWN_OPERATION:
             return f"live at step {self.step}, an operation ipuplan does not know ({self.operation})"
         if self.kind is Freeze.UNKNOWN_LAYOUT:
@@ -152,10 +156,10 @@ class FreezeReason:
             return f"involved in an ambiguity: {self.detail}"
         if self.kind is Freeze.SCRATCH:
             return f"scratch of step {self.step} is not a whole multiple of its result's shard"
-        return self.kind.value
+        return f"{self.kind.value} ({self.detail})" if self.detail else self.kind.value
 
 
-_NAMES_OPERATION = frozenset({Freeze.READ_BY_KERNEL, Freeze.WRITTEN_BY_KERNEL})
+_NAMES_OPERATION = frozenset({Freeze.READ_BY_KERNEL, Freeze.WRITTEN_BY_KERNEL, Freeze.UNSHOWN_READ})
 
 
 @dataclass(frozen=True)

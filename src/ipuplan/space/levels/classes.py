@@ -15,8 +15,9 @@ from ipuplan.plan.layout import MEMORY_CLASSES
 from ipuplan.space import rules
 from ipuplan.space.types import Candidate, Decisions, FreeGroup, Freeze
 
-MOVABLE_CLASS = frozenset({Freeze.READ_BY_KERNEL, Freeze.WRITTEN_BY_KERNEL, Freeze.NO_READER})
-"""Groups frozen only because a kernel touches them (or an unnamed one reads them) may change class."""
+MOVABLE_CLASS = frozenset({Freeze.READ_BY_KERNEL, Freeze.WRITTEN_BY_KERNEL, Freeze.UNSHOWN_READ, Freeze.NO_READER})
+"""Groups frozen only because a kernel touches them (or may read them, or an unnamed one reads them) may change
+class; a value never live takes no memory in either class."""
 
 
 def gemm_touched(context: rules.Context) -> frozenset[int]:

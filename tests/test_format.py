@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from reference import ALL_PLANS, REFERENCE
@@ -183,14 +184,18 @@ def test_direct_read_equals_the_read_through_python(path):
     assert direct == via_python and dump_plan(direct) == dump_plan(via_python)
 
 
-def test_what_the_direct_read_refuses_still_loads_as_json_loads_reads_it(reference_raw):
+def test_a_nan_loads_as_json_loads_reads_it(reference_raw):
     reference_raw["compiler_note"] = float("nan")
-    reference_raw["timeline"]["values"][3]["future_field"] = "\ud800"
-    text = json.dumps(reference_raw, separators=(",", ":"), ensure_ascii=False)
-    assert _read_directly(text) is None
-    plan = plan_from_json(text)
+    plan = plan_from_json(json.dumps(reference_raw, separators=(",", ":"), ensure_ascii=False))
     assert plan.model_extra["compiler_note"] != plan.model_extra["compiler_note"]  # NaN, as json.loads reads it
-    assert plan.values[3].model_extra["future_field"] == "\ud800"
+
+
+@pytest.mark.parametrize(("where", "ascii_only"), [("name", True), ("future_field", False), ("\udcff key", True)])
+def test_a_lone_surrogate_is_refused_where_it_is_read(reference_raw, where, ascii_only):
+    """json.loads reads `"\\ud800"`, which no UTF-8 file can hold: accepted, the plan failed only when written."""
+    reference_raw["timeline"]["values"][3][where] = "a\ud800"
+    error = _error(json.dumps(reference_raw, ensure_ascii=ascii_only))
+    assert error.location == f"timeline.values[3].{where}" and "lone surrogate" in error.message
 
 
 def test_a_valid_plan_of_another_version_is_refused_as_before(reference_raw):
@@ -199,3 +204,37 @@ def test_a_valid_plan_of_another_version_is_refused_as_before(reference_raw):
     assert _read_directly(text) is None
     with pytest.raises(PlanError, match="unsupported format version 2"):
         plan_from_json(text)
+
+
+def _edit_gemm(raw: dict, pattern: str, replacement: str) -> None:
+    """The first Gemm's operation string with `pattern` replaced."""
+    step = next(step for step in raw["timeline"]["steps"] if step["operation"].startswith("Gemm {"))
+    step["operation"] = re.sub(pattern, replacement, step["operation"], count=1)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "location", "words"),
+    [
+        (lambda r: r["timeline"]["values"][84]["shape"].__setitem__(0, 2**48), "timeline.values[84].shape[0]",
+         "less than or equal to 1099511627776"),
+        (lambda r: r["timeline"]["values"][84].update(shape=[2**40] * 3), "timeline.values[84].shape", "elements"),
+        (lambda r: r["timeline"]["values"][84].update(copies=2**47), "timeline.values[84].copies", "bytes per tile"),
+        (lambda r: r["timeline"]["values"][84].update(layout=r["timeline"]["values"][84]["layout"].replace(
+            "padding_multiple: 384,", f"padding_multiple: {2**60},")), "timeline.values[84].layout", "largest shard"),
+        (lambda r: r["timeline"]["steps"][10]["scratch"].update(standard=2**48), "timeline.steps[10].scratch.standard",
+         "bytes of scratch"),
+        (lambda r: r["timeline"]["values"][84].update(layout="Layout { order: " + "Some(" * 5000 + "X" + ")" * 5000
+                                                      + " }"), "timeline.values[84].layout", "nested more than"),
+        (lambda r: _edit_gemm(r, r"inner_block: \d+", "inner_block: big"), "timeline.steps[", "inner_block must be an"),
+        (lambda r: _edit_gemm(r, r"inner_block: \d+", "inner_block: 0"), "timeline.steps[", "at least 1"),
+        (lambda r: _edit_gemm(r, r"multiply: F8F143 \{[^}]*\}", "multiply: Q9"), "timeline.steps[", "unknown precision"),
+        (lambda r: r["timeline"].update(steps=[]), "timeline.steps", "at least 1 item"),
+        (lambda r: r.update(tile_count=2**30), "tile_count", "less than or equal"),
+    ],
+)
+def test_numbers_are_bounded_where_they_are_read(reference_raw, mutate, location, words):
+    """Issue 21: each of these loaded (or crashed later: CP-SAT refused the model, an OverflowError, a 10-line
+    pydantic message, a RecursionError, an argmax of nothing); each is now one line naming the field."""
+    mutate(reference_raw)
+    message = str(_error(reference_raw))
+    assert message.startswith(f"bad.json: {location}") and words in message, message

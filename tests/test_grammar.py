@@ -7,7 +7,17 @@ from reference import ALL_PLANS
 
 from ipuplan import load_plan
 from ipuplan.errors import SyntaxProblem
-from ipuplan.plan.debug_syntax import Atom, Call, ListTerm, Struct, format_term, format_terms, parse_term, parse_terms
+from ipuplan.plan.debug_syntax import (
+    MAX_NESTING,
+    Atom,
+    Call,
+    ListTerm,
+    Struct,
+    format_term,
+    format_terms,
+    parse_term,
+    parse_terms,
+)
 from ipuplan.plan.layout import element_size, format_layout, parse_layout
 from ipuplan.plan.operation import parse_operation
 
@@ -64,6 +74,13 @@ def test_element_sizes():
 def test_malformed_strings_raise(text):
     with pytest.raises(SyntaxProblem):
         parse_terms(text)
+
+
+@pytest.mark.parametrize("depth", [MAX_NESTING + 1, 5000])
+def test_nesting_past_the_limit_is_a_syntax_problem_not_a_recursion_error(depth):
+    with pytest.raises(SyntaxProblem, match=f"nested more than {MAX_NESTING} levels deep"):
+        parse_term("Some(" * (depth - 1) + "X" + ")" * (depth - 1))
+    assert parse_term("[" * (MAX_NESTING - 1) + "]" * (MAX_NESTING - 1)) is not None  # up to the limit: read
 
 
 names = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,6}", fullmatch=True)

@@ -63,6 +63,8 @@ class ListTerm:
 Term = Atom | Struct | Call | ListTerm
 
 _INT = re.compile(r"-?[0-9]+")
+MAX_NESTING = 32
+"""Deepest nesting of terms read (a layout nests 5 levels): deeper text is refused before it exhausts the stack."""
 _TOKEN = re.compile(r"-?[0-9]+|[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -70,6 +72,7 @@ class _Reader:
     def __init__(self, text: str) -> None:
         self.text = text
         self.pos = 0
+        self.depth = 0
 
     def fail(self, message: str) -> SyntaxProblem:
         return SyntaxProblem(message, self.pos)
@@ -92,6 +95,15 @@ class _Reader:
         return match.group()
 
     def term(self) -> Term:
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise self.fail(f"nested more than {MAX_NESTING} levels deep")
+        try:
+            return self.inner_term()
+        finally:
+            self.depth -= 1
+
+    def inner_term(self) -> Term:
         if self.peek("["):
             return ListTerm(self.sequence("[", "]"))
         name = self.token()

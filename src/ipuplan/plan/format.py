@@ -15,6 +15,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
+from math import prod
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -26,7 +27,20 @@ from ipuplan.plan.operation import Operation, operation_problem, parse_operation
 from ipuplan.plan.outputs import write_atomically
 
 MAX_COUNT = 2**48
-"""Larger numbers than this are not plausible byte counts or ids; they are rejected."""
+"""Larger numbers than this are not plausible ids or counts; they are rejected."""
+
+MAX_BYTES = 2**40
+"""Most bytes per tile a value or a step's scratch may take (a tile holds less than 2**20): past it a plan is
+damaged, and its sums would pass what the solver's integers hold."""
+
+MAX_PLAN_BYTES = 2**47
+"""Most bytes per tile all values together may take (each step's usage then stays below MAX_COUNT)."""
+
+MAX_ELEMENTS = 2**40
+"""Most elements a tensor may have (a whole IPU holds less than 2**30 bytes)."""
+
+MAX_TILES = 2**20
+"""Most tiles a chip may have (an IPU has 1,472; a POD-64 of them, 94,208)."""
 
 SUPPORTED_VERSIONS = (1,)
 """The format versions this loader understands; any other is refused before its fields are read."""
@@ -36,6 +50,8 @@ MAX_DEPTH = 64
 
 Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
 Positive = Annotated[int, Field(ge=1, le=MAX_COUNT)]
+Bytes = Annotated[int, Field(ge=0, le=MAX_BYTES)]
+Dimension = Annotated[int, Field(ge=1, le=MAX_ELEMENTS)]
 
 
 class _Frozen(BaseModel):
@@ -61,16 +77,16 @@ class Value(_Frozen):
     root: Count
     name: str
     group: str
-    shape: list[Positive]
+    shape: list[Dimension]
     precision: str
     layout: str
     layout_error: str | None
     memory_class: str = Field(alias="class")
     storage_group: Count
-    shard_bytes: Count
-    aligned_bytes: Count
+    shard_bytes: Bytes
+    aligned_bytes: Bytes
     copies: Positive
-    bytes: Count
+    bytes: Bytes
 
     @property
     def parsed_layout(self) -> Layout:
@@ -100,20 +116,20 @@ class Step(_Frozen):
 
 
 class Timeline(_Frozen):
-    values: list[Value]
-    steps: list[Step]
+    values: Annotated[list[Value], Field(min_length=1)]
+    steps: Annotated[list[Step], Field(min_length=1)]
 
 
 class Plan(_Frozen):
     version: Count
     scope: str
     model: str
-    tile_count: Positive
-    budget_bytes: Count
-    interleaved_budget_bytes: Count
+    tile_count: Annotated[int, Field(ge=1, le=MAX_TILES)]
+    budget_bytes: Bytes
+    interleaved_budget_bytes: Bytes
     standard_contiguous_overflow_bytes: Count
     fits_budget: bool
-    support_reserve_bytes: Count
+    support_reserve_bytes: Bytes
     effective_peak_bytes: Count
     peak: Peak
     total_peak_step: Count
@@ -217,6 +233,7 @@ def _not_live_problem(values: list[Value], value_id: int, location: str) -> Plan
 
 def _check_references(plan: Plan) -> None:
     count = len(plan.values)
+    total = 0
     for position, value in enumerate(plan.values):
         where = f"timeline.values[{position}]"
         if value.id != position:
@@ -224,6 +241,10 @@ def _check_references(plan: Plan) -> None:
         if value.root >= count:
             raise PlanError(f"root {value.root} does not exist (plan has {count} values)", location=f"{where}.root")
         _check_value_strings(value, where)
+        total += _checked_value_size(value, where)
+    if total > MAX_PLAN_BYTES:
+        raise PlanError(f"the values take {total:,} bytes per tile together, more than {MAX_PLAN_BYTES:,}",
+                        location="timeline.values")
     aliases = frozenset(value.id for value in plan.values if value.is_alias)
     for position, step in enumerate(plan.steps):
         where = f"timeline.steps[{position}]"
@@ -232,7 +253,47 @@ def _check_references(plan: Plan) -> None:
         problem = operation_problem(step.operation)
         if problem is not None:
             raise PlanError(f"malformed operation: {problem}", location=f"{where}.operation")
+        _check_scratch(step, where)
         _check_live(plan.values, aliases, step, where)
+
+
+def _check_scratch(step: Step, where: str) -> None:
+    for memory_class in ("standard", "interleaved"):
+        scratch = getattr(step.scratch, memory_class)
+        if scratch > MAX_BYTES:
+            raise PlanError(f"{scratch:,} bytes of scratch per tile, more than {MAX_BYTES:,}",
+                            location=f"{where}.scratch.{memory_class}")
+
+
+def _checked_value_size(value: Value, where: str) -> int:
+    """The most bytes per tile `value` can take; PlanError naming the field to blame when that passes MAX_BYTES."""
+    size, problem = _value_size(value.layout, tuple(value.shape), value.precision, value.copies)
+    if problem is not None:
+        field, message = problem
+        raise PlanError(message, location=f"{where}.{field}")
+    return size
+
+
+_GRANULE_BOUND = 32 * 1024
+"""The largest memory-class granule an AMP-aligned shard is rounded up to (facts.estimate.GRANULE)."""
+
+
+@lru_cache(maxsize=65536)
+def _value_size(layout: str, shape: tuple[int, ...], precision: str, copies: int) -> tuple[int, tuple[str, str] | None]:
+    """(the most bytes per tile of a value: its largest shard, AMP-aligned or not, times its copies; the field to
+    blame and why when that passes MAX_BYTES, or None). Cached: the values of a large plan share a few hundred
+    of these combinations."""
+    elements = prod(shape)
+    if elements > MAX_ELEMENTS:
+        return elements, ("shape", f"the shape has {elements:,} elements, more than {MAX_ELEMENTS:,}")
+    shard = parse_layout(layout).largest_shard_elements(shape) * element_size(precision)
+    size = -(-shard // _GRANULE_BOUND) * _GRANULE_BOUND * copies
+    if size <= MAX_BYTES:
+        return size, None
+    limit = f"bytes per tile, more than {MAX_BYTES:,}"
+    if copies > 1 and size // copies <= MAX_BYTES:
+        return size, ("copies", f"{copies:,} copies of a {shard:,}-byte shard take {size:,} {limit}")
+    return size, ("layout", f"its largest shard of shape {list(shape)} takes {shard:,} {limit}")
 
 
 def _line_column(text: str, offset: int) -> str:
@@ -356,7 +417,40 @@ def _return_free_heap() -> None:
 def _read_via_python(text: str | bytes) -> Plan:
     raw = _parse(text)
     _check_version(raw)
+    _check_encodable(raw)
     return Plan.model_validate(raw)
+
+
+def _check_encodable(raw: dict[str, Any]) -> None:
+    """Refuse a string the plan could not be written back with: json.loads reads a lone surrogate escape
+    (`"\\ud800"`), which no UTF-8 file can hold. Only the slow path reads one (the direct read refuses it)."""
+    try:
+        json.dumps(raw, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        location, text = _first_surrogate(raw) or ("", "a string")
+        raise PlanError(f"{text!r} holds a lone surrogate, which UTF-8 cannot encode", location=location) from None
+
+
+def _first_surrogate(node: Any, location: str = "") -> tuple[str, str] | None:
+    """(where, the string) of the first key or string holding a lone surrogate below `node` (nesting is bounded)."""
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for key, item in items:
+        here = f"{location}[{key}]" if isinstance(key, int) else f"{location}.{key}" if location else key
+        for text in (key, item):
+            if isinstance(text, str) and _surrogate(text):
+                return here, text
+        found = _first_surrogate(item, here)
+        if found is not None:
+            return found
+    return None
+
+
+def _surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def plan_from_json(text: str | bytes, source: str = "<plan>") -> Plan:

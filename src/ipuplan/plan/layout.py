@@ -80,6 +80,11 @@ class Axis:
             return Atom("Linear")
         return Call(self.kind, (int_atom(self.index),))
 
+    @property
+    def text(self) -> str:
+        """`FromEnd(1)`, `Linear`: as the layout string names it."""
+        return format_term(self.to_term())
+
 
 @dataclass(frozen=True)
 class AxisTiling:
@@ -102,6 +107,16 @@ class AxisTiling:
     def extent_of_blocks(self, blocks: int, partitions: int) -> int:
         """Elements per shard when `blocks` blocks are cut into `partitions` shards."""
         return ceil_div(blocks, partitions) * self.block_size
+
+    def padding_problem(self, length: int) -> str | None:
+        """Why this axis, over `length` elements, breaks its padding rule, or None. PLAN_FORMAT.md: `padding: Reject`
+        = the dimension is a multiple of `padding_multiple` and of `block_size` (no padding)."""
+        if self.padding != "Reject":
+            return None
+        for name, multiple in (("padding_multiple", self.padding_multiple), ("block_size", self.block_size)):
+            if length % multiple:
+                return f"axis {self.axis.text} rejects padding, but its {length} elements are not a multiple of {name} {multiple}"
+        return None
 
 
 @dataclass(frozen=True)
@@ -130,6 +145,31 @@ class Layout:
     @property
     def partition_product(self) -> int:
         return prod(axis.partitions for axis in self.axes)
+
+    def axis_lengths(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """Elements along each tiled axis of a tensor of `shape` (a Linear axis: the flattened tensor's)."""
+        lengths = []
+        for axis in self.axes:
+            dimension = axis.axis.dimension(len(shape))
+            lengths.append(prod(shape) if dimension is None else shape[dimension])
+        return tuple(lengths)
+
+    def largest_shard_elements(self, shape: tuple[int, ...]) -> int:
+        """Elements of the largest shard of a tensor of `shape`: each tiled axis cut into whole blocks per
+        partition, the other dimensions whole (a Linear axis stands alone and tiles the flattened tensor)."""
+        extents = [axis.extent(length) for axis, length in zip(self.axes, self.axis_lengths(shape))]
+        if any(axis.axis.kind == "Linear" for axis in self.axes):
+            return prod(extents)
+        tiled = {axis.axis.dimension(len(shape)) for axis in self.axes}
+        return prod(extents) * prod(size for dimension, size in enumerate(shape) if dimension not in tiled)
+
+    def padding_problem(self, shape: tuple[int, ...]) -> str | None:
+        """Why a tensor of `shape` would need padding on an axis that rejects it, or None."""
+        for axis, length in zip(self.axes, self.axis_lengths(shape)):
+            problem = axis.padding_problem(length)
+            if problem is not None:
+                return problem
+        return None
 
     def with_tiling(self, partitions: tuple[int, ...], strides: tuple[int | None, ...], replicas: int) -> Layout:
         axes = tuple(

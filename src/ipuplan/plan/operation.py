@@ -11,7 +11,19 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ipuplan.errors import SyntaxProblem
-from ipuplan.plan.debug_syntax import Atom, Call, ListTerm, Struct, Term, as_int, format_terms, int_atom, parse_terms
+from ipuplan.plan.debug_syntax import (
+    Atom,
+    Call,
+    ListTerm,
+    Struct,
+    Term,
+    as_int,
+    format_term,
+    format_terms,
+    int_atom,
+    parse_terms,
+)
+from ipuplan.plan.layout import element_size
 
 KNOWN_KINDS = frozenset(
     {
@@ -29,6 +41,7 @@ KNOWN_KINDS = frozenset(
         "AttentionMerge",
     }
 )
+GEMM_BLOCKS = ("inner_block", "output_columns")
 MOVER_CONVERSIONS = frozenset({"DirectRetile", "StageLogicalThenTransform"})
 IN_PLACE_KINDS = frozenset({"Add", "Gelu", "Repeat"})
 
@@ -101,6 +114,21 @@ class Operation:
             return None
         return as_int(_field(struct, "axis", "Sum"), "Sum axis")
 
+    @property
+    def gemm_numbers(self) -> tuple[int, ...]:
+        """A Gemm's fields ipuplan reads, where present: `inner_block` and `output_columns` (at least 1), and the
+        element size of its `multiply` precision (the K block's granule). Raises SyntaxProblem on one it cannot read."""
+        struct = self.struct
+        if self.kind != "Gemm" or struct is None:
+            return ()
+        fields = dict(struct.fields)
+        numbers = tuple(as_int(fields[key], key) for key in GEMM_BLOCKS if key in fields)
+        if min(numbers, default=1) < 1:
+            raise SyntaxProblem(f"Gemm {' and '.join(GEMM_BLOCKS)} must be at least 1, found {min(numbers)}")
+        if "multiply" in fields:
+            numbers += (element_size(format_term(fields["multiply"])),)
+        return numbers
+
     def gemm_field(self, key: str) -> int:
         struct = self.struct
         if self.kind != "Gemm" or struct is None:
@@ -142,4 +170,4 @@ def operation_problem(text: str) -> str | None:
 
 def _read_fields(operation: Operation) -> tuple:
     """Every field ipuplan reads of an operation; each accessor raises SyntaxProblem on one it cannot read."""
-    return operation.copy_offsets, operation.copy_view, operation.sum_axis
+    return operation.copy_offsets, operation.copy_view, operation.sum_axis, operation.gemm_numbers

@@ -15,11 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ipuplan.errors import IpuplanError
 from ipuplan.model.objective import Objective
 from ipuplan.plan.budgets import Budgets
-from ipuplan.plan.format import Plan
+from ipuplan.plan.format import MAX_BYTES, Plan
 from ipuplan.solvers import Backend, SolverSettings
 from ipuplan.space.scopes import Scope
-
-MAX_BYTES = 2**40
 
 
 class BadOption(IpuplanError, ValueError):

@@ -51,7 +51,7 @@ def test_optimal_is_not_said_when_a_left_out_choice_is_better(backend):
 
 @pytest.mark.parametrize("backend", ["cpsat", HIGHS])
 def test_optimal_is_said_when_no_left_out_choice_can_beat_the_peak(backend):
-    assert WORSE_LEFT_OUT.relaxation(90) is None  # with B at its least, 10 + 90 already reaches the peak
+    assert WORSE_LEFT_OUT.relaxation(alive_left_out(WORSE_LEFT_OUT, 90)) is None  # 10 + 90 already reaches it
     result = solve(WORSE_LEFT_OUT, SETTINGS, backend)
     assert (result.peak, result.status, result.bound, result.left_out) == (90, SolveStatus.OPTIMAL, 90, 0)
 
@@ -110,7 +110,7 @@ def test_the_relaxation_bounds_every_choice_of_the_whole_scope(seed):
     p = random_problem(np.random.default_rng(seed))
     whole, kept = least_peak(complete(p)), least_peak(replace(p, left_out=()))
     for peak in (None, kept):
-        relaxed = p.relaxation(peak)
+        relaxed = p.relaxation(alive_left_out(p, peak))
         if relaxed is None:  # nothing left out may beat `peak` or meet the budgets: the kept list holds the optimum
             assert whole == kept
         elif whole is not None:

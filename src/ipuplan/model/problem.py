@@ -227,28 +227,27 @@ class Problem:
     def changed_of(self, choice: tuple[int, ...]) -> int:
         return sum(size for size, c, i in zip(self.group_sizes, choice, self.input_choice) if c != i)
 
-    def relaxation(self, peak: int | None) -> Problem | None:
-        """The problem with, for each group whose left-out choices may still matter, one more candidate: per row and
-        class the least bytes of those choices (no exchange). Every left-out choice has at least those bytes at every
-        row, so the relaxation's least peak bounds the whole scope's, and budgets it cannot meet no choice of the
-        scope meets. A left-out choice cannot matter when, with every other group at its least, a row it is live at
-        would reach `peak` (None: no peak to beat) or break a budget (`alive_left_out`). None when none can matter."""
-        alive = alive_left_out(self, peak)
-        if not any(mask.any() for mask in alive.values()):
+    def relaxation(self, alive: dict[int, np.ndarray]) -> Problem | None:
+        """The problem with one more candidate for each group with `alive` left-out choices (`alive_left_out`): per
+        row and class the least bytes of those choices, no exchange. Every such choice has at least those bytes at
+        every row, so the relaxation's least peak bounds that of every choice of the whole scope that `alive` keeps,
+        and budgets it cannot meet, none of those meets. None when no left-out choice is alive."""
+        virtual = frozenset(g for g, mask in alive.items() if mask.any())
+        if not virtual:
             return None
-        virtual = {g: 0 for g, mask in alive.items() if mask.any()}
-        rows = tuple(_with_virtual(row, left_out, alive, self.candidate_counts)
+        rows = tuple(_with_virtual(row, left_out, alive, virtual, self.candidate_counts)
                      for row, left_out in zip(self.rows, self.left_out))
         return replace(self, candidate_counts=tuple(n + (g in virtual) for g, n in enumerate(self.candidate_counts)),
                        rows=rows, exchange=tuple((*costs, 0) if g in virtual else costs
                                                  for g, costs in enumerate(self.exchange)), left_out=())
 
 
-def _with_virtual(row: StepRow, left_out: Terms, alive: dict[int, np.ndarray], counts: tuple[int, ...]) -> StepRow:
-    """The row with one more candidate per group with alive left-out choices: their least bytes per class here."""
+def _with_virtual(row: StepRow, left_out: Terms, alive: dict[int, np.ndarray], virtual: frozenset[int],
+                  counts: tuple[int, ...]) -> StepRow:
+    """The row with one more candidate per `virtual` group: the least bytes per class here of its alive choices."""
     terms = {g: (s, i) for g, s, i in row.terms}
-    least = {g: (int(s[alive[g]].min()), int(i[alive[g]].min())) for g, s, i in left_out if alive[g].any()}
-    for g in {g for g, mask in alive.items() if mask.any()} & (set(terms) | set(least)):
+    least = {g: (int(s[alive[g]].min()), int(i[alive[g]].min())) for g, s, i in left_out if g in virtual}
+    for g in virtual.intersection(terms).union(least):
         zero = np.zeros(counts[g], dtype=np.int64)
         standard, interleaved = terms.get(g, (zero, zero))
         extra = least.get(g, (0, 0))
@@ -257,36 +256,48 @@ def _with_virtual(row: StepRow, left_out: Terms, alive: dict[int, np.ndarray], c
 
 
 def alive_left_out(problem: Problem, peak: int | None) -> dict[int, np.ndarray]:
-    """Per group with left-out choices, which of them may still be part of a choice with a peak below `peak` that
-    meets the budgets. A choice is dropped when some row it is live at would, with every other group at its least
-    there, reach `peak` or break a budget; the least of a group counts its kept candidates and its choices still
-    alive, so each drop may tighten the others, and the pass is repeated until nothing more drops."""
+    """Per group with left-out choices, which of them may still be part of a choice with a peak below `peak` (None:
+    any peak) that meets the budgets. A choice is dropped when some row it is live at would, with every other group
+    at its least there, reach `peak` or break a budget; the least of a group counts its kept candidates and its
+    choices still alive, so each drop may tighten the others, and the pass is repeated until nothing more drops."""
     rules = [(limit.standard, limit.interleaved, limit.bytes) for limit in problem.limits]
     if peak is not None:
         rules.append((1, 1, peak - 1))
     alive = {g: np.ones(len(s), dtype=bool) for terms in problem.left_out for g, s, _ in terms}
+    weighted = [(_weighted_rows(problem, a, b), cap) for a, b, cap in rules]
     changed = bool(rules)
     while changed:
         changed = False
-        for a, b, cap in rules:
-            changed |= _drop_left_out(problem, alive, a, b, cap)
+        for rows, cap in weighted:
+            changed |= _drop_left_out(rows, alive, cap)
     return alive
 
 
-def _drop_left_out(problem: Problem, alive: dict[int, np.ndarray], a: int, b: int, cap: int) -> bool:
-    """One pass of `alive_left_out` under one rule `a x standard + b x interleaved <= cap`; whether any dropped."""
-    dropped = False
+WeightedRow = tuple[int, tuple[tuple[int, int, np.ndarray], ...]]
+"""(the row's bytes no left-out choice changes, per group with left-out choices there: (group, the least of its
+kept candidates, each left-out choice's bytes)), under one rule's weights."""
+
+
+def _weighted_rows(problem: Problem, a: int, b: int) -> list[WeightedRow]:
+    """The rows with left-out choices, weighted by `a x standard + b x interleaved`."""
+    found = []
     for row, left_out in zip(problem.rows, problem.left_out):
         if not left_out:
             continue
-        kept = {g: a * s + b * i for g, s, i in row.terms}
-        outside = {g: a * s + b * i for g, s, i in left_out}
-        least = {g: min(int(kept[g].min()) if g in kept else 0,
-                        int(outside[g][alive[g]].min()) if alive[g].any() else 1 << 62) for g in outside}
-        floor = a * row.standard + b * row.interleaved + sum(int(weighted.min()) for g, weighted in kept.items()
-                                                             if g not in least) + sum(least.values())
-        for g, weighted in outside.items():
-            over = alive[g] & (floor - least[g] + weighted > cap)
+        kept = {g: int((a * s + b * i).min()) for g, s, i in row.terms}
+        outside = tuple((g, kept.pop(g, 0), a * s + b * i) for g, s, i in left_out)
+        found.append((a * row.standard + b * row.interleaved + sum(kept.values()), outside))
+    return found
+
+
+def _drop_left_out(rows: list[WeightedRow], alive: dict[int, np.ndarray], cap: int) -> bool:
+    """One pass of `alive_left_out` under one rule (its weighted rows, `<= cap`); whether any choice dropped."""
+    dropped = False
+    for base, outside in rows:
+        least = [min(kept, int(weighted[alive[g]].min())) if alive[g].any() else kept for g, kept, weighted in outside]
+        floor = base + sum(least)
+        for (g, _, weighted), own in zip(outside, least):
+            over = alive[g] & (floor - own + weighted > cap)
             if over.any():
                 alive[g] &= ~over
                 dropped = True

@@ -105,19 +105,22 @@ def whole_scope(problem: Problem, settings: SolverSettings, solve: Callable[...,
     solved = result.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
     if result.status == SolveStatus.NO_SOLUTION:
         return result
-    relaxed = problem.relaxation(result.peak if solved else None)
+    alive = alive_left_out(problem, result.peak if solved else None)
+    relaxed = problem.relaxation(alive)
     if relaxed is None:
         return result
-    alive = int(sum(mask.sum() for mask in alive_left_out(problem, result.peak if solved else None).values()))
+    alive_count = int(sum(mask.sum() for mask in alive.values()))
+    if solved and relaxed.lower_bound() >= result.peak:  # every group at its least, row by row, already reaches it
+        return replace(result, status=SolveStatus.OPTIMAL, bound=result.peak, left_out=alive_count)
     share = settings.time_limit * RELAXATION_SHARE
     seconds = share if settings.deterministic else max(settings.time_limit - (time.perf_counter() - started), share)
     bound = solve(replace(relaxed, input_choice=result.choice) if solved else relaxed,
                   replace(settings, time_limit=seconds, dump_model=None), None)
     if not solved:
         status = SolveStatus.INFEASIBLE if bound.status == SolveStatus.INFEASIBLE else SolveStatus.NO_SOLUTION
-        return replace(result, status=status, left_out=alive)
+        return replace(result, status=status, left_out=alive_count)
     proven = bound.status != SolveStatus.NO_SOLUTION and bound.bound >= result.peak
     if progress is not None:
         progress("scope", result.peak, result.peak if proven else bound.bound, time.perf_counter() - started)
     return replace(result, status=SolveStatus.OPTIMAL if proven else SolveStatus.FEASIBLE,
-                   bound=result.peak if proven else min(bound.bound, result.peak), left_out=alive)
+                   bound=result.peak if proven else min(bound.bound, result.peak), left_out=alive_count)

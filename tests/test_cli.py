@@ -150,5 +150,27 @@ def test_optimize_says_what_it_left_alone_and_why(tmp_path):
                                   "--scope", "kernels"])
     frozen = json.loads(as_json.stdout)["frozen"]
     reasons = {v: entry["reason"] for entry in frozen for v in entry["values"]}
-    assert reasons[4].startswith(("no reader identified", "involved in an ambiguity"))
+    assert reasons[4].startswith(("may be read by", "involved in an ambiguity"))
     assert 8 not in reasons  # a resident weight the optimiser is free to move
+
+
+@pytest.mark.parametrize(
+    ("change", "extra", "words"),
+    [
+        (lambda raw: raw.update(budget_bytes=0), [], ("bad.json: budget_bytes:", "(support_reserve_bytes)",
+                                                      "(budget_bytes)")),
+        (lambda raw: None, ["--budget", "0"], ("error: --budget:", "(support_reserve_bytes)", "(--budget)")),
+        (lambda raw: raw.update(interleaved_budget_bytes=10**9), [], ("bad.json: budget_bytes:",
+                                                                      "(interleaved_budget_bytes)")),
+    ],
+)
+def test_a_budget_problem_names_the_file_and_field_or_the_option(tmp_path, change, extra, words):
+    """Issue 21, item 12: `budget_bytes: 0` was 'support reserve 49,152 exceeds the budget 0', naming nothing."""
+    raw = json.loads(REFERENCE.read_text())
+    change(raw)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(raw))
+    result = runner.invoke(app, ["optimize", str(bad), "-o", str(tmp_path / "o.json"), *extra])
+    errors = [line for line in result.stderr.splitlines() if not line.startswith("  ")]  # not the progress lines
+    assert result.exit_code == 2 and len(errors) == 1
+    assert all(word in errors[0] for word in words), result.stderr

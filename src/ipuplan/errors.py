@@ -47,5 +47,16 @@ class InfeasibleBudget(IpuplanError):
     exit_code = 3
 
 
-class BudgetError(IpuplanError, ValueError):
-    """Budgets that contradict each other (e.g. an interleaved budget above the whole budget)."""
+class BudgetError(PlanError, ValueError):
+    """Budgets that contradict each other (e.g. an interleaved budget above the whole budget). Its `location` names
+    the plan's field when the plan's own budgets contradict each other, so the CLI can name the file too; its
+    `source` names the option (`--budget`, ...) when an override is one of them."""
+
+
+class OutputError(IpuplanError):
+    """A result that could not be written (a full disk, a file size limit, a path that went away): exit 2. The
+    message names the file; nothing of it is left behind."""
+
+    def __init__(self, path: object, reason: str) -> None:
+        self.path = str(path)
+        super().__init__(f"{path}: cannot write: {reason} (nothing written)")

@@ -66,25 +66,44 @@ class Budgets:
         return cls(plan.budget_bytes, plan.interleaved_budget_bytes, plan.support_reserve_bytes)
 
     def overridden(self, budget: int | None, interleaved_budget: int | None, support_reserve: int | None) -> Budgets:
-        """These budgets with the given fields replaced; refuses budgets that contradict each other."""
+        """These budgets with the given fields replaced; refuses budgets that contradict each other, naming each
+        figure by where it came from: the plan's field, or the option that overrode it."""
         chosen = Budgets(
             self.budget_bytes if budget is None else budget,
             self.interleaved_budget_bytes if interleaved_budget is None else interleaved_budget,
             self.support_reserve_bytes if support_reserve is None else support_reserve,
         )
-        if min(chosen.budget_bytes, chosen.interleaved_budget_bytes, chosen.support_reserve_bytes) < 0:
-            raise BudgetError("budgets must not be negative")
-        if chosen.support_reserve_bytes > chosen.budget_bytes:
-            raise BudgetError(
-                f"support reserve {chosen.support_reserve_bytes:,} exceeds the budget {chosen.budget_bytes:,}: "
-                "no room would be left for any allocation"
-            )
-        if chosen.standard_limit < 0:
-            raise BudgetError(
-                f"interleaved budget {chosen.interleaved_budget_bytes:,} exceeds the budget {chosen.budget_bytes:,}: "
-                "no room would be left for standard memory"
-            )
-        return chosen
+        contradiction = chosen.contradiction()
+        if contradiction is None:
+            return chosen
+        message, fields = contradiction
+        given = dict(zip(FIELDS, (budget, interleaved_budget, support_reserve)))
+        options = [OPTIONS[field] for field in fields if given[field] is not None]
+        names = {field: OPTIONS[field] if given[field] is not None else field for field in FIELDS}
+        text = message.format(**names)
+        raise BudgetError(text, source=", ".join(options)) if options else BudgetError(text, location=fields[0])
+
+    def contradiction(self) -> tuple[str, tuple[str, ...]] | None:
+        """(message with a `{field}` slot for each figure's name, the fields involved), or None."""
+        figures = dict(zip(FIELDS, (self.budget_bytes, self.interleaved_budget_bytes, self.support_reserve_bytes)))
+        negative = [field for field, number in figures.items() if number < 0]
+        if negative:
+            return f"{{{negative[0]}}} {figures[negative[0]]:,} is negative", (negative[0],)
+        budget = f"the budget {self.budget_bytes:,} ({{budget_bytes}}): no room would be left for"
+        if self.support_reserve_bytes > self.budget_bytes:
+            reserve = f"the support reserve {self.support_reserve_bytes:,} ({{support_reserve_bytes}})"
+            return f"{reserve} exceeds {budget} any allocation", ("budget_bytes", "support_reserve_bytes")
+        if self.standard_limit < 0:
+            interleaved = f"the interleaved budget {self.interleaved_budget_bytes:,} ({{interleaved_budget_bytes}})"
+            return f"{interleaved} exceeds {budget} standard memory", ("budget_bytes", "interleaved_budget_bytes")
+        return None
+
+
+FIELDS = ("budget_bytes", "interleaved_budget_bytes", "support_reserve_bytes")
+"""The plan's budget fields, in the order of `Budgets`."""
+OPTIONS = {"budget_bytes": "--budget", "interleaved_budget_bytes": "--interleaved-budget",
+           "support_reserve_bytes": "--support-reserve"}
+"""The option that overrides each field."""
 
 
 def excess(limit: Limit, standard, interleaved):

@@ -227,7 +227,8 @@ def test_a_backend_that_finds_nothing_leaves_the_plan_over_its_budgets_and_exits
     out = tmp_path / "out.json"
     result = CliRunner().invoke(app, ["optimize", "models/vit-so400m-6layers-chip.json", "-o", str(out)])
     assert result.exit_code == 3, result.output
-    assert "does not fit" in result.output
+    # the words are the CLI's (it now says no fitting layout was found in time, and that nothing was written)
+    assert "does not fit" in result.output or "nothing written" in result.output
 
 
 FORBIDDEN = ("ipuplan.facts", "ipuplan.space", "ipuplan.model.build")

@@ -15,7 +15,7 @@ from ipuplan.facts.estimate import Estimate, ValueBytes, estimate
 from ipuplan.facts.liveness import Liveness, liveness
 from ipuplan.facts.plan_facts import PlanFacts, plan_facts
 from ipuplan.plan.budgets import Budgets
-from ipuplan.plan.format import ClassBytes, Plan, Step, Value, gc_paused
+from ipuplan.plan.format import Plan, Step, Value, gc_paused
 from ipuplan.plan.layout import format_layout
 from ipuplan.space.types import CandidateSpace
 
@@ -46,13 +46,13 @@ def with_derived_fields(plan: Plan, result: Estimate | None = None) -> Plan:
     result = result or estimate(plan)
     values = [_with_bytes(value, b) for value, b in zip(plan.values, result.values)]
     steps = [
-        _updated(step, {"usage": ClassBytes(standard=std, interleaved=il)})
+        _updated(step, {"usage": step.usage.model_copy(update={"standard": std, "interleaved": il})})  # keys kept
         for step, std, il in zip(plan.steps, result.standard, result.interleaved)
     ]
     return plan.model_copy(
         update={
             "timeline": plan.timeline.model_copy(update={"values": values, "steps": steps}),
-            "peak": result.peak,
+            "peak": plan.peak.model_copy(update=dict(result.peak)),  # unknown keys kept
             "total_peak_step": result.total_peak_step,
             "standard_peak_step": result.standard_peak_step,
             "interleaved_peak_step": result.interleaved_peak_step,
@@ -92,7 +92,8 @@ def apply_choice(plan: Plan, space: CandidateSpace, choice: tuple[int, ...]) -> 
                 update["shape"] = list(candidate.shapes[position])
             values[member] = _updated(values[member], update)
         for step, standard, interleaved in candidate.scratch:
-            steps[step] = _updated(steps[step], {"scratch": ClassBytes(standard=standard, interleaved=interleaved)})
+            scratch = steps[step].scratch.model_copy(update={"standard": standard, "interleaved": interleaved})
+            steps[step] = _updated(steps[step], {"scratch": scratch})
         for step, text in candidate.operations:
             steps[step] = _updated(steps[step], {"operation": text})
     return plan.model_copy(update={"timeline": plan.timeline.model_copy(update={"values": values, "steps": steps})})

@@ -16,7 +16,7 @@ from ipuplan.facts.estimate import Estimate
 from ipuplan.facts.gemm_families import family_problems, sum_scratch
 from ipuplan.facts.plan_facts import PlanFacts, plan_facts
 from ipuplan.plan.format import Plan, Value
-from ipuplan.plan.layout import STANDARD, Layout, parse_layout
+from ipuplan.plan.layout import STANDARD, Layout, padding_problem_of, parse_layout
 
 
 class MismatchKind(str, Enum):
@@ -85,7 +85,7 @@ def _value_mismatches(value: Value, expected, chip_tiles: int) -> list[Mismatch]
         for field in ("shard_bytes", "aligned_bytes", "bytes")
         if getattr(value, field) != getattr(expected, field)
     ]
-    problem = _placement_problem_of_text(value.layout, chip_tiles)
+    problem = _placement_problem_of_text(value.layout, chip_tiles) or padding_problem_of(value.layout, tuple(value.shape))
     if problem:
         found.append(Mismatch(MismatchKind.LAYOUT, where, "layout", rule=problem))
     return found

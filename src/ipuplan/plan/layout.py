@@ -257,6 +257,12 @@ def parse_layout(text: str) -> Layout:
     return result
 
 
+@lru_cache(maxsize=65536)
+def padding_problem_of(layout: str, shape: tuple[int, ...]) -> str | None:
+    """`Layout.padding_problem` keyed by the layout's text (cached: a large plan repeats a few hundred tensors)."""
+    return parse_layout(layout).padding_problem(shape)
+
+
 @lru_cache(maxsize=4096)
 def format_layout(layout: Layout) -> str:
     """The compiler's text of `layout`; cached, as a large plan's few distinct layouts are printed again and again."""

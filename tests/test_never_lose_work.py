@@ -19,6 +19,7 @@ from reference import REFERENCE, with_value
 
 from ipuplan import load_plan, write_plan
 from ipuplan.cli import main
+from ipuplan.errors import OutputError
 from ipuplan.facts.check import check
 from ipuplan.plan.outputs import write_atomically
 from ipuplan.replan.pipeline import optimize
@@ -76,7 +77,7 @@ def test_the_input_is_overwritten_only_with_in_place(tmp_path):
     for extra in ([], ["--force"]):
         code, _, stderr = run("optimize", str(plan), "-o", str(plan), *extra)
         assert code == 2
-        one_line_error(stderr, "is the input plan", "--in-place")
+        one_line_error(stderr, "is an input of this run", "--in-place")
         assert plan.read_bytes() == REFERENCE.read_bytes()
     code, _, _ = run("optimize", str(plan), "--in-place", "--workers", "1", "--json")
     assert code == 0 and plan.read_bytes() != REFERENCE.read_bytes()
@@ -180,7 +181,7 @@ def test_a_failed_write_keeps_the_old_file(tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "write", broken)
-    with pytest.raises(OSError):
+    with pytest.raises(OutputError, match=f"{target}: cannot write: No space left on device"):
         write_atomically(target, "new")
     assert target.read_text() == "old" and entries(tmp_path) == {"plan.json"}
 

@@ -1,16 +1,17 @@
 """ipuplan: re-plan the tensor layouts of an IPU memory plan with CP-SAT.
 
 The pipeline, one folder per stage (the README's module map): plan/ -> facts/ -> space/ -> model/ ->
-solvers/ -> replan/ -> report/ -> workbench/ -> cli. `optimize` and `explore` are loaded on first use, so
-`import ipuplan` (and `ipuplan check`) does not pay for the solver's import.
+solvers/ -> replan/ -> report/ -> workbench/ -> cli. Everything but the errors is loaded on first use, so
+`import ipuplan` (and `ipuplan check`) does not pay for the solver's import, and the `ipuplan` command is
+ready to take Ctrl-C (cli) before it imports pydantic.
 """
 
 from importlib import import_module
 
 from ipuplan.errors import BudgetError, InfeasibleBudget, IpuplanError, PlanError
-from ipuplan.plan.format import Plan, dump_plan, load_plan, plan_from_json, write_plan
 
 _ON_FIRST_USE = {
+    **dict.fromkeys(("Plan", "dump_plan", "load_plan", "plan_from_json", "write_plan"), "ipuplan.plan.format"),
     "optimize": "ipuplan.replan.pipeline",
     "OptimizeResult": "ipuplan.replan.pipeline",
     "ValueChange": "ipuplan.facts.check",

@@ -2,32 +2,92 @@
 
 Exit codes: 0 success, 1 `check` found mismatches, 2 bad input (or a bad output path), 3 the budgets
 cannot be met, 4 `explore` finished but some plans failed, 70 internal error (IPUPLAN_DEBUG=1 shows
-the traceback), 130 interrupted (Ctrl-C; nothing half-written is left).
+the traceback), 130 interrupted (Ctrl-C; nothing half-written is left). A SIGTERM ends a run the way
+Ctrl-C does, with exit code 143.
+
+Signals: one thread takes SIGINT and SIGTERM for the whole process (`_SignalTaker`). While this module
+imports (nothing is written yet) either ends the process at once with one line. Run as the program
+(`main()` without arguments), a command's main thread is interrupted between two writes, never inside
+one, and unwinds (an explore batch ends its workers); inside OR-Tools (which writes nothing, and aborts
+when a callback raises), or when it has not finished within `GRACE` seconds, the process is ended by the
+signal thread, which says what was written and cleans up.
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_MASK_BEFORE = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)  # first of all: from here a signal waits for TAKER
+
+import threading  # after the block above, as every import that follows
+
+
+def _quit_while_importing(signum: int) -> None:
+    """Nothing is written while the command loads: say so in one line (and one JSON object) and go."""
+    message = "interrupted: nothing written"
+    if "--json" in sys.argv[1:]:
+        import json
+
+        os.write(1, (json.dumps({"status": "interrupted", "error": message}, indent=2) + "\n").encode())
+    os.write(2, f"{message}\n".encode())
+    os._exit(128 + signum)
+
+
+def _outside_a_command(signum: int) -> None:
+    """A signal after the command finished (its exit code is decided) or in a process that only imported this."""
+
+
+class _SignalTaker:
+    """The process's one taker of SIGINT and SIGTERM. They are blocked in the main thread from the first lines of
+    this module, so every thread started later inherits the block (OpenBLAS's at numpy's import, CP-SAT's, whose
+    own SIGINT handler would absorb Ctrl-C) and this thread takes them with sigwait, handing each to `on_signal`."""
+
+    def __init__(self) -> None:
+        self.on_signal = _quit_while_importing
+
+    def start(self) -> None:
+        threading.Thread(target=self._take, name="ipuplan-signals", daemon=True).start()
+
+    def _take(self) -> None:
+        while True:
+            self.on_signal(signal.sigwait(SIGNALS))
+
+
+TAKER = _SignalTaker()
+if threading.current_thread() is threading.main_thread():
+    TAKER.start()  # the imports below take most of a second, and write nothing
+else:
+    signal.pthread_sigmask(signal.SIG_SETMASK, _MASK_BEFORE)
+
+import _thread
 import functools
 import inspect
 import json
-import os
-import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 from typing import Annotated, get_args, get_origin
 
 import typer
+from rich import box
 from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table
 
-from ipuplan.errors import IpuplanError, PlanError
+from ipuplan.errors import InfeasibleBudget, IpuplanError, OutputError, PlanError
 from ipuplan.facts.check import check
 from ipuplan.facts.dataflow import dataflow
 from ipuplan.facts.estimate import estimate
 from ipuplan.facts.plan_facts import plan_facts
-from ipuplan.plan.format import load_plan, write_plan
-from ipuplan.plan.outputs import require_writable, write_atomically
+from ipuplan.plan.format import dump_plan, load_plan
+from ipuplan.plan.outputs import WRITING, captured_file, require_outputs, write_atomically
 from ipuplan.replan.options import OptimizeOptions
+from ipuplan.replan.pins import read_pin_file
 from ipuplan.report.diff import diff_lines, diff_plans
 from ipuplan.report.html import (
     explanation_html,
@@ -49,6 +109,7 @@ from ipuplan.report.text import (
     summary_table,
     sweep_table,
 )
+from ipuplan.solvers import Backend
 from ipuplan.space.scopes import Scope, candidate_space
 from ipuplan.workbench.synth import repeat_layers, unroll, with_budget_factor, with_scope
 
@@ -56,6 +117,9 @@ try:  # newer typer carries its own copy of click, whose errors are the ones rai
     from typer._click import exceptions as click_errors
 except ImportError:
     from click import exceptions as click_errors
+
+TAKER.on_signal = _outside_a_command
+signal.pthread_sigmask(signal.SIG_SETMASK, _MASK_BEFORE)  # imported by another program: its signals are its own
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -65,7 +129,160 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 80},
     help="Re-plan the tensor layouts of an IPU memory plan with CP-SAT.",
 )
-stdout = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+stdout = Console(highlight=False, width=None if sys.stdout.isatty() else 80)
+GRACE = 0.5
+"""Seconds the main thread has to unwind after a signal before the watcher ends the process itself."""
+TICK = 2.0
+"""Most seconds a long phase stays silent on stderr."""
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread as Ctrl-C raises KeyboardInterrupt (so `except Exception` passes it)."""
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated
+
+
+class _Run:
+    """What one command has said and written, shared by the main thread, the progress ticker and the signal
+    watcher: the final JSON object or interrupt line is said once, and the files written are named."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.reset("", as_json=False)
+
+    def reset(self, command: str, *, as_json: bool, source: str | None = None) -> None:
+        self.command, self.as_json, self.source = command, as_json, source
+        self.said = self.interrupt_said = False
+        self.written: list[str] = []
+        self.cleanups: list = []
+
+    def say_json(self, summary: dict) -> None:
+        """The run's one JSON object on stdout (once: whatever comes later is not printed)."""
+        with self.lock:
+            if self.said:
+                return
+            self.said = True
+            sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+            sys.stdout.flush()
+
+    def fail(self, message: str, status: str, **extra) -> None:
+        """One error line on stderr and, with --json, the failure as the run's object."""
+        with self.lock:
+            if self.as_json:
+                where = {} if self.source is None else {"input": self.source}
+                self.say_json({**where, "status": status, "error": message, **extra})
+            typer.echo(message, err=True)
+
+    def interrupted(self, signum: int) -> int:
+        """The line (and object) of an interrupted run: what was written before, and that nothing half-written is
+        left; the exit code 128 + signal."""
+        with self.lock:
+            if self.interrupt_said:
+                return 128 + signum
+            self.interrupt_said = True
+            if self.command == "explore_command":
+                done = "plans finished before are written, nothing half-written is left"
+            elif self.written:
+                done = f"wrote {', '.join(self.written)} before; nothing half-written is left"
+            else:
+                done = "nothing written"
+            self.fail(f"interrupted: {done}", "interrupted", signal=signal.Signals(signum).name)
+        return 128 + signum
+
+
+RUN = _Run()
+
+
+def write_output(path: Path, content: str | bytes) -> None:
+    """Write one result atomically and remember it (the interrupt line names what was written)."""
+    write_atomically(path, content)
+    RUN.written.append(str(path))
+
+
+class _Command:
+    """The signals of one command run as the program: the first interrupts the main thread between two writes
+    (it unwinds, and an explore batch ends its workers); inside OR-Tools, at a second signal, or when the main
+    thread has not finished within GRACE seconds, the process is ended here, cleanly."""
+
+    def __init__(self) -> None:
+        self.finished = threading.Event()
+
+    def start(self) -> None:
+        signal.signal(signal.SIGTERM, _raise_terminated)
+        signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+        TAKER.on_signal = self.on_signal
+
+    def on_signal(self, signum: int) -> None:
+        with WRITING:  # a write under way finishes first: the interrupt lands after it
+            if self.finished.is_set():
+                return
+            if _inside_ortools(threading.main_thread().ident):
+                self._end(signum)  # never raise inside the solver: it calls back into Python, and aborts on an error
+            _thread.interrupt_main(signum)
+        deadline = time.monotonic() + GRACE
+        while not self.finished.is_set() and time.monotonic() < deadline:
+            if signal.sigtimedwait(SIGNALS, 0.02) is not None:  # a second signal: no more waiting
+                break
+        if not self.finished.is_set():
+            self._end(signum)
+
+    def _end(self, signum: int) -> None:
+        """Clean up, say what was written, and end the process (nothing is being written: WRITING is held)."""
+        with WRITING, RUN.lock:
+            for cleanup in RUN.cleanups:
+                cleanup()
+            code = RUN.interrupted(signum)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+
+    def finish(self, code: int) -> int:
+        """No interrupt after this; one issued before is raised here, in a call, not after `main` returned."""
+        with WRITING:
+            self.finished.set()
+            TAKER.on_signal = _outside_a_command
+        try:
+            _settle()
+        except KeyboardInterrupt:
+            return RUN.interrupted(signal.SIGINT)
+        except Terminated:
+            return RUN.interrupted(signal.SIGTERM)
+        return code
+
+
+def _inside_ortools(thread: int | None) -> bool:
+    """Whether `thread` is running OR-Tools (its solve, or a callback it made into Python): nothing is written
+    there, and an exception raised there aborts the process."""
+    frame = sys._current_frames().get(thread)
+    while frame is not None:
+        if frame.f_globals.get("__name__", "").startswith("ortools."):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _settle() -> None:
+    """A Python call: entering it raises an interrupt that is pending."""
+
+
+def print_table(table: Table) -> None:
+    """A table on stdout. Off a terminal (a log, a pipe) it keeps to 80 columns: without vertical rules, and when
+    even so it is wider, as one block of `column: value` lines per row, so that no value is cut or split."""
+    if stdout.is_terminal:
+        stdout.print(table)
+        return
+    table.box, table.pad_edge, table.padding, table.collapse_padding = box.SIMPLE_HEAD, False, (0, 1), True
+    if Measurement.get(stdout, stdout.options.update_width(10_000), table).maximum <= stdout.width:
+        stdout.print(table)
+        return
+    headers = [str(column.header) for column in table.columns]
+    width = max(map(len, headers))
+    lines = [str(table.title or "")]
+    for cells in zip(*(column._cells for column in table.columns)):  # rich keeps a table's cells per column
+        lines += ["", *(f"  {header:<{width}}  {cell}" for header, cell in zip(headers, cells))]
+    stdout.out("\n".join(lines), highlight=False)
 
 
 def _output_path(text: str) -> Path:
@@ -126,31 +343,79 @@ def takes_optimize_options(command):
     return wrapper
 
 
-INTERRUPTED = {"explore_command": "plans finished before are written, nothing half-written is left"}
-
-
 def one_line_errors(command):
-    """Library errors become one line on stderr and their exit code; nothing else leaks a traceback."""
+    """Library errors become one line on stderr (and, with --json, one object) and their exit code; an interrupt
+    says what was written; nothing else leaks a traceback."""
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
+        source = kwargs.get("plan_path")
+        RUN.reset(command.__name__, as_json=kwargs.get("as_json", False), source=None if source is None else str(source))
         try:
             return command(*args, **kwargs)
         except IpuplanError as error:
-            typer.echo(f"error: {error}", err=True)
+            explanation = getattr(error, "explanation", None)
+            extra = {} if explanation is None else {"explanation": explanation.summary()}
+            RUN.fail(f"error: {error}{_also_written(error)}", "infeasible" if error.exit_code == 3 else "error", **extra)
             raise typer.Exit(error.exit_code) from None
         except KeyboardInterrupt:
-            typer.echo(f"interrupted: {INTERRUPTED.get(command.__name__, 'nothing written')}", err=True)
-            raise typer.Exit(130) from None
+            raise typer.Exit(RUN.interrupted(signal.SIGINT)) from None
+        except Terminated:
+            raise typer.Exit(RUN.interrupted(signal.SIGTERM)) from None
         except (typer.Exit, typer.Abort):
             raise
         except Exception as error:
             if os.environ.get("IPUPLAN_DEBUG"):
                 raise
-            typer.echo(f"internal error: {type(error).__name__}: {error} (IPUPLAN_DEBUG=1 shows more)", err=True)
+            RUN.fail(f"internal error: {type(error).__name__}: {error} (IPUPLAN_DEBUG=1 shows more)", "error")
             raise typer.Exit(70) from None
 
     return wrapper
+
+
+def _also_written(error: IpuplanError) -> str:
+    """After a failed write, the outputs of the run written before it (complete: each was written whole)."""
+    return f"; {', '.join(RUN.written)} written before" if RUN.written and error.exit_code == 2 else ""
+
+
+class _Progress:
+    """Progress on stderr: each phase as it starts, the solver's improvements, and a line at least every TICK
+    seconds while a phase runs long (from a daemon thread, which stops with the command)."""
+
+    def __init__(self, quiet: bool, name: str = "load") -> None:
+        self.quiet = quiet
+        self.started = self.last = time.perf_counter()
+        self.name = name
+        self.stopped = threading.Event()
+
+    def line(self, text: str) -> None:
+        if self.quiet:
+            return
+        with RUN.lock:
+            typer.echo(text, err=True)
+            self.last = time.perf_counter()
+
+    def phase(self, name: str, detail: str) -> None:
+        self.name = name
+        self.line(f"  {name:<10} {detail}  ({time.perf_counter() - self.started:.2f} s)")
+
+    def solver(self, phase: str, objective: int, bound: int, elapsed: float) -> None:
+        gap = (objective - bound) / objective if objective else 0.0
+        self.line(f"  {phase:<8} objective {objective:>14,}  bound {bound:>14,}  gap {gap:6.2%}  {elapsed:7.2f} s")
+
+    def _tick(self) -> None:
+        while not self.stopped.wait(TICK / 4):
+            if time.perf_counter() - self.last >= TICK:
+                self.line(f"  {self.name:<10} still running  ({time.perf_counter() - self.started:.2f} s)")
+
+    @contextmanager
+    def ticking(self) -> Iterator[_Progress]:
+        if not self.quiet:
+            threading.Thread(target=self._tick, name="ipuplan-progress", daemon=True).start()
+        try:
+            yield self
+        finally:
+            self.stopped.set()
 
 
 @app.command("check")
@@ -178,9 +443,8 @@ def show_command(
     """Scope, budgets, peaks with their steps, fit, and the top contributors at the peak."""
     plan = load_plan(plan_path)
     result = estimate(plan)
-    stdout.print(summary_table(plan, result))
-    if plan.steps:
-        stdout.print(contributors_table(plan, result, result.total_peak_step, top))
+    print_table(summary_table(plan, result))
+    print_table(contributors_table(plan, result, result.total_peak_step, top))
 
 
 @app.command("graph")
@@ -196,6 +460,14 @@ ReportFile = Annotated[Path | None, typer.Option(
     "--report", parser=_output_path, help="Also write the HTML report here (with why the budgets cannot be met).")]
 
 
+def _inputs(plan_path: Path, options: OptimizeOptions) -> tuple[Path, ...]:
+    """The files a run reads: the plan and the pin file (read here, before any work, so a bad one costs none)."""
+    if options.pin_file is None:
+        return (plan_path,)
+    read_pin_file(options.pin_file)
+    return plan_path, options.pin_file
+
+
 @app.command("optimize")
 @one_line_errors
 @takes_optimize_options
@@ -208,35 +480,102 @@ def optimize_command(
     in_place: Annotated[bool, typer.Option(help="Overwrite the input plan with the result (instead of -o).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object (the result, or the error).")] = False,
     force: Force = False,
-    dump_model: Annotated[Path | None, typer.Option(help="Write the CP-SAT model (text proto) here, for debugging.")] = None,
+    dump_model: Annotated[Path | None, typer.Option(
+        parser=_output_path, help="Write the CP-SAT model (text proto) here, for debugging.")] = None,
     report: ReportFile = None,
 ) -> None:
     """Minimise the peak per-tile usage (or, with --objective fit, the exchange that meets the budgets) and write
     the rewritten plan (exit 3 if the budgets cannot be met; with --best-effort the least-bad plan is written)."""
-    try:
-        if report is not None:
-            require_writable(report, inputs=(plan_path,), force=force)
-        result, target = _optimize(plan_path, options, output, in_place, force, dump_model, quiet=as_json)
-    except IpuplanError as error:
-        _report_failure(error, plan_path, report, as_json)
-        raise
-    if report is not None:
-        write_atomically(report, _page(result.facts, result.prepared.space, result.explanation, result.shortfall))
+    target = _target(plan_path, output, in_place)
+    require_outputs({"-o": target, "--report": report, "--dump-model": dump_model}, inputs=_inputs(plan_path, options),
+                    force=force, in_place=in_place)
+    if dump_model is not None and options.solver != Backend.CPSAT:
+        raise PlanError(f"only the cpsat solver has a model to dump, not {options.solver.value}", source="--dump-model")
+    progress = _Progress(quiet=as_json)
+    with progress.ticking(), _dump_capture(dump_model) as capture:
+        try:
+            result = _optimize(plan_path, options, progress, capture)
+        except InfeasibleBudget as error:
+            _report_failure(error, report, as_json)
+            raise
+        unmet = not result.after.fits_budget and not result.best_effort
+        if unmet:
+            _write_failure_report(result, report)
+            raise InfeasibleBudget(_unmet(result))
+        progress.phase("write", f"{target}")
+        _write_results(result, target, capture, dump_model, report)
     if as_json:
-        typer.echo(json.dumps(optimize_summary(result, str(plan_path), str(target)), indent=2))
+        RUN.say_json(optimize_summary(result, str(plan_path), str(target)))
     else:
         _print_result(result, target)
     if result.best_effort and not result.after.fits_budget:
         typer.echo(f"does not fit: {result.explanation.line}; the least-bad plan is written to {target}", err=True)
         raise typer.Exit(3)
-    if not result.after.fits_budget:
-        # A plan over its budgets is never a success, even when the solver only ran out of time.
-        typer.echo(f"does not fit: {result.note or 'the plan exceeds its budgets'}; written to {target}", err=True)
-        raise typer.Exit(3)
+
+
+def _target(plan_path: Path, output: Path | None, in_place: bool) -> Path:
+    if (output is None) == (not in_place):
+        raise PlanError("give -o OUTPUT, or --in-place to overwrite the input" if output is None
+                        else "give either -o OUTPUT or --in-place, not both", source="optimize")
+    return plan_path if in_place else output
+
+
+@contextmanager
+def _dump_capture(dump_model: Path | None):
+    """Where the solver exports its model: collected, then written by `_write_results` (None: no dump asked)."""
+    if dump_model is None:
+        yield None
+        return
+    with captured_file(dump_model.name) as capture:
+        RUN.cleanups.append(capture.discard)
+        yield capture
+
+
+def _optimize(plan_path: Path, options: OptimizeOptions, progress: _Progress, capture):
+    """Load and optimise: the result (nothing is written here)."""
+    progress.phase("load", f"{plan_path} ({_size(plan_path)})")
+    plan = load_plan(plan_path)
+    from ipuplan.replan import pipeline as optimizer  # the solver's import is paid only by the commands that solve
+
+    try:
+        return optimizer.optimize(plan, options, progress=None if progress.quiet else progress.solver,
+                                  on_phase=progress.phase, dump_model=None if capture is None else str(capture.path))
+    except PlanError as error:
+        raise error.at(source=str(plan_path)) from None
+
+
+def _write_results(result, target: Path, capture, dump_model: Path | None, report: Path | None) -> None:
+    """The plan, then the model dump and the report: each whole or not at all. The dump is read first: a truncated
+    one stops the run before anything is written."""
+    try:
+        dump = None if capture is None else capture.content
+    except OSError as error:
+        raise OutputError(dump_model, error.strerror) from None
+    write_output(target, dump_plan(result.plan))
+    if dump is not None:
+        write_output(dump_model, dump)
+    elif capture is not None:
+        typer.echo(f"note: the solver built no model (nothing was left to decide): {dump_model} not written", err=True)
+    if report is not None:
+        write_output(report, _page(result.facts, result.prepared.space, result.explanation, result.shortfall))
+
+
+def _unmet(result) -> str:
+    """Why a plan that does not meet its budgets is not written (without --best-effort), honestly: the greedy
+    baseline proves nothing, a time limit is not a proof."""
+    options, solved = result.options, result.solve
+    if options.solver == Backend.GREEDY:
+        why = "the greedy baseline's layout exceeds the budgets (it proves nothing: --solver cpsat says whether any fits)"
+    elif solved.status.value == "no_solution":
+        why = (f"no layout meeting the budgets was found within --time-limit {options.time_limit:g} s "
+               "(a longer one may find one)")
+    else:
+        why = f"the best layout found exceeds the budgets ({result.note or solved.status.value})"
+    return f"{why}; nothing written (--best-effort writes the least-bad plan)"
 
 
 def _print_result(result, target: Path) -> None:
-    stdout.print(optimize_table(result))
+    print_table(optimize_table(result))
     typer.echo(f"left alone ({sum(len(g.members) for g in result.frozen)} values; --json lists each with its reason):")
     for line in frozen_lines(result):
         typer.echo(line)
@@ -259,48 +598,23 @@ def _page(facts, space, explanation, shortfall=()) -> str:
     return render_html(facts, space, sections=sections + ((shortfall_html(shortfall),) if shortfall else ()))
 
 
-def _report_failure(error: IpuplanError, plan_path: Path, report: Path | None, as_json: bool) -> None:
-    """Before the one error line: the explanation (indented on stderr, or in the JSON object, and in the report
-    of the input under the budgets it was measured against, from the failed run's own facts)."""
+def _report_failure(error: IpuplanError, report: Path | None, as_json: bool) -> None:
+    """Before the one error line: the explanation (indented on stderr; the JSON object carries it) and the report
+    of the input under the budgets it was measured against, from the failed run's own facts."""
     explanation = getattr(error, "explanation", None)
-    if explanation is not None and report is not None:
-        write_atomically(report, _page(error.prepared.facts, error.prepared.space, explanation))
-    if as_json:
-        failure = {"input": str(plan_path), "status": _failure(error), "error": str(error)}
-        if explanation is not None:
-            failure["explanation"] = explanation.summary()
-        typer.echo(json.dumps(failure, indent=2))
-    elif explanation is not None:
+    if explanation is None:
+        return
+    if report is not None:
+        write_output(report, _page(error.prepared.facts, error.prepared.space, explanation))
+    if not as_json:
         for line in explanation_lines(explanation):
             typer.echo(line if line.startswith("  ") else f"  {line}", err=True)
 
 
-def _failure(error: IpuplanError) -> str:
-    return "infeasible" if error.exit_code == 3 else "error"
-
-
-def _optimize(plan_path: Path, options: OptimizeOptions, output: Path | None, in_place: bool, force: bool,
-              dump_model: Path | None, quiet: bool):
-    """Check the output path, load, optimise, write: the result and where it went."""
-    started = time.perf_counter()
-    if (output is None) == (not in_place):
-        raise PlanError("give -o OUTPUT, or --in-place to overwrite the input" if output is None
-                        else "give either -o OUTPUT or --in-place, not both", source="optimize")
-    target = plan_path if in_place else output
-    require_writable(target, inputs=(plan_path,), force=force, in_place=in_place)
-    phase = None if quiet else _phase_printer(started)
-    if phase is not None:
-        phase("load", f"{plan_path} ({_size(plan_path)})")
-    plan = load_plan(plan_path)
-    from ipuplan.replan import pipeline as optimizer  # the solver's import is paid only by the commands that solve
-
-    try:
-        result = optimizer.optimize(plan, options, progress=None if quiet else _print_progress, on_phase=phase,
-                                    dump_model=None if dump_model is None else str(dump_model))
-    except PlanError as error:
-        raise error.at(source=str(plan_path)) from None
-    write_plan(result.plan, target)
-    return result, target
+def _write_failure_report(result, report: Path | None) -> None:
+    """The report of a run whose plan is not written: the input, under the run's budgets."""
+    if report is not None:
+        write_output(report, _page(result.prepared.facts, result.prepared.space, None))
 
 
 def _size(path: Path) -> str:
@@ -308,13 +622,6 @@ def _size(path: Path) -> str:
         return f"{path.stat().st_size / 1e6:,.1f} MB"
     except OSError:
         return "unreadable"
-
-
-def _phase_printer(started: float):
-    def phase(name: str, detail: str) -> None:
-        typer.echo(f"  {name:<10} {detail}  ({time.perf_counter() - started:.2f} s)", err=True)
-
-    return phase
 
 
 @app.command("sweep")
@@ -331,27 +638,35 @@ def sweep_command(
 ) -> None:
     """The trade-off of peak against exchange bytes (the Pareto front under the budgets): how much exchange each
     KiB of memory costs. --time-limit applies to each point; --objective and --best-effort do not apply."""
+    require_outputs({"--report": report}, inputs=_inputs(plan_path, options), force=force)
     from ipuplan.replan.sweep import sweep  # the solver's import is paid only by the commands that solve
 
-    try:
+    progress = _Progress(quiet=as_json)
+    with progress.ticking():
+        try:
+            progress.phase("load", f"{plan_path} ({_size(plan_path)})")
+            plan = load_plan(plan_path)
+            progress.phase("sweep", f"up to {points} points, {options.time_limit:g} s each")
+            front = sweep(plan, options, max_points=points, on_point=lambda point: _print_point(progress, point))
+        except InfeasibleBudget as error:
+            _report_failure(error, report, as_json)
+            raise
+        except PlanError as error:
+            raise error.at(source=str(plan_path)) from None
+        if not front.points:
+            raise InfeasibleBudget(f"no point of the front was found within --time-limit {options.time_limit:g} s "
+                                   "(a time limit, not a proof: a longer one, or ipuplan optimize, may find one)")
         if report is not None:
-            require_writable(report, inputs=(plan_path,), force=force)
-        plan = load_plan(plan_path)
-        front = sweep(plan, options, max_points=points, on_point=None if as_json else _print_point)
-    except IpuplanError as error:
-        _report_failure(error, plan_path, report, as_json)
-        raise
-    if report is not None:
-        write_atomically(report, render_html(front.prepared.facts, front.prepared.space, sections=(sweep_html(front),)))
+            write_output(report, render_html(front.prepared.facts, front.prepared.space, sections=(sweep_html(front),)))
     if as_json:
-        typer.echo(json.dumps({"input": str(plan_path), "status": "ok", **front.summary()}, indent=2))
+        RUN.say_json({"input": str(plan_path), "status": "ok", **front.summary()})
         return
-    stdout.print(sweep_table(front))
+    print_table(sweep_table(front))
     typer.echo(f"{len(front.points)} points in {front.seconds:.2f} s" + (f"; wrote {report}" if report else ""))
 
 
-def _print_point(point) -> None:
-    typer.echo(f"  point  peak {point.peak:>12,}  exchange {point.exchange_bytes:>16,}  {point.seconds:6.2f} s", err=True)
+def _print_point(progress: _Progress, point) -> None:
+    progress.line(f"  point  peak {point.peak:>12,}  exchange {point.exchange_bytes:>16,}  {point.seconds:6.2f} s")
 
 
 @app.command("synth")
@@ -366,18 +681,22 @@ def synth_command(
     force: Force = False,
 ) -> None:
     """Derive a consistent plan from a real one: more layers, unrolled copies, other budgets."""
-    require_writable(output, inputs=(plan_path,), force=force)
-    plan = load_plan(plan_path)
-    if layers is not None:
-        plan = repeat_layers(plan, layers)
-    if unroll_copies is not None:
-        plan = unroll(plan, unroll_copies)
-    if budget_factor is not None:
-        plan = with_budget_factor(plan, budget_factor)
-    if scope is not None:
-        plan = with_scope(plan, scope)
-    write_plan(plan, output)
-    result = estimate(plan)
+    require_outputs({"-o": output}, inputs=(plan_path,), force=force)
+    with _Progress(quiet=False).ticking() as progress:
+        progress.phase("load", f"{plan_path} ({_size(plan_path)})")
+        plan = load_plan(plan_path)
+        progress.phase("derive", "the plan asked for")
+        if layers is not None:
+            plan = repeat_layers(plan, layers)
+        if unroll_copies is not None:
+            plan = unroll(plan, unroll_copies)
+        if budget_factor is not None:
+            plan = with_budget_factor(plan, budget_factor)
+        if scope is not None:
+            plan = with_scope(plan, scope)
+        result = estimate(plan)
+        progress.phase("write", str(output))
+        write_output(output, dump_plan(plan))
     typer.echo(
         f"wrote {output}: {len(plan.values)} values, {len(plan.steps)} steps, raw peak {result.raw_peak:,}, "
         f"fits {'yes' if result.fits_budget else 'no'}"
@@ -395,24 +714,31 @@ def explore_command(
     force: Annotated[bool, typer.Option(help="Redo plans whose outputs are up to date.")] = False,
     executor: Annotated[str, typer.Option(help="local (processes) or ray (needs ipuplan[ray]).")] = "local",
     address: Annotated[str | None, typer.Option(help="Ray cluster address (default: start a local instance).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the ranked rows as JSON.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object: the ranked rows (or the error).")] = False,
 ) -> None:
     """Optimise every plan, write each to OUTPUT, rank them; exit 4 if some plans failed (see their rows)."""
     started = time.perf_counter()
     from ipuplan.workbench.explore import explore, summary_rows
 
-    rows = explore(plans, output, options, jobs=jobs, force=force, executor=executor, address=address,
-                   on_row=None if as_json else _print_row_done)
+    if options.pin_file is not None:
+        read_pin_file(options.pin_file)
+    progress = _Progress(quiet=as_json, name="explore")
+    with progress.ticking():
+        rows = explore(plans, output, options, jobs=jobs, force=force, executor=executor, address=address,
+                       on_row=lambda row: _print_row_done(progress, row))
+    failed = not all(row.succeeded for row in rows)
+    seconds = time.perf_counter() - started
     if as_json:
-        typer.echo(json.dumps(summary_rows(rows), indent=2))
+        RUN.say_json({"status": "some_failed" if failed else "ok", "output": str(output), "plans": len(rows),
+                      "seconds": round(seconds, 3), "rows": summary_rows(rows)})
     else:
-        stdout.print(explore_table(rows))
+        print_table(explore_table(rows))
         for rank, row in enumerate(rows, 1):
             if row.error:
                 where = "" if row.error.startswith(row.input) else f"{row.input}: "
                 typer.echo(f"  #{rank} {where}{row.error}")
-        typer.echo(f"{len(rows)} plans in {time.perf_counter() - started:.2f} s; summaries in {output}")
-    if not all(row.succeeded for row in rows):
+        typer.echo(f"{len(rows)} plans in {seconds:.2f} s; summaries in {output}")
+    if failed:
         raise typer.Exit(4)
 
 
@@ -422,23 +748,27 @@ def report_command(
     plan_path: PlanPath,
     output: OutputFile,
     against: Annotated[Path | None, typer.Option(help="A second plan whose timeline is overlaid.")] = None,
-    png: Annotated[Path | None, typer.Option(help="Also write the timeline as a PNG (needs ipuplan[plot]).")] = None,
+    png: Annotated[Path | None, typer.Option(
+        parser=_output_path, help="Also write the timeline as a PNG (needs ipuplan[plot]).")] = None,
     scope: Annotated[Scope, typer.Option(help="The scope whose free and frozen values the anatomy shows.")] = Scope.FULL,
     force: Force = False,
 ) -> None:
     """An HTML page: usage timeline with budgets and the peak, and the anatomy of the peak step."""
-    for target in (output, png):
-        if target is not None:
-            require_writable(target, inputs=(plan_path, *([against] if against else [])), force=force)
+    require_outputs({"-o": output, "--png": png}, inputs=(plan_path, *([against] if against else [])), force=force)
     if png is not None:
         require_matplotlib()
-    facts = plan_facts(load_plan(plan_path))
-    other = estimate(load_plan(against)) if against is not None else None
-    label = str(against) if against is not None else ""
-    write_atomically(output, render_html(facts, candidate_space(facts, scope), other, label))
+    with _Progress(quiet=False).ticking() as progress:
+        progress.phase("load", f"{plan_path} ({_size(plan_path)})")
+        facts = plan_facts(load_plan(plan_path))
+        other = estimate(load_plan(against)) if against is not None else None
+        label = str(against) if against is not None else ""
+        progress.phase("render", str(output))
+        write_output(output, render_html(facts, candidate_space(facts, scope), other, label))
+        if png is not None:
+            render_png(facts, str(png), other, label)
+            RUN.written.append(str(png))
     typer.echo(f"wrote {output}")
     if png is not None:
-        render_png(facts, str(png), other, label)
         typer.echo(f"wrote {png}")
 
 
@@ -453,31 +783,41 @@ def diff_command(
         typer.echo(line)
 
 
-def _print_row_done(row) -> None:
+def _print_row_done(progress: _Progress, row) -> None:
     what = "up to date" if row.skipped else row.status
-    typer.echo(f"  {row.input}: {what} ({row.seconds:.2f} s)", err=True)
-
-
-def _print_progress(phase: str, objective: int, bound: int, elapsed: float) -> None:
-    gap = (objective - bound) / objective if objective else 0.0
-    typer.echo(f"  {phase:<8} objective {objective:>14,}  bound {bound:>14,}  gap {gap:6.2%}  {elapsed:7.2f} s", err=True)
+    progress.line(f"  {row.input}: {what} ({row.seconds:.2f} s)")
 
 
 def main(args: list[str] | None = None) -> int:
-    """The `ipuplan` entry point: a usage error is one line on stderr too (exit 2), not a help box."""
+    """The `ipuplan` entry point: a usage error is one line on stderr too (exit 2), not a help box. Without
+    `args` this is the program (argv): it then takes SIGINT and SIGTERM itself (`_Command`)."""
+    watcher = _Command() if args is None and threading.current_thread() is threading.main_thread() else None
+    if watcher is not None:
+        watcher.start()
+    try:
+        code = _run(args)
+    except KeyboardInterrupt:
+        code = RUN.interrupted(signal.SIGINT)
+    except Terminated:
+        code = RUN.interrupted(signal.SIGTERM)
+    return code if watcher is None else watcher.finish(code)
+
+
+def _run(args: list[str] | None) -> int:
+    arguments = args if args is not None else sys.argv[1:]
+    RUN.reset("", as_json="--json" in arguments)
     try:
         code = app(args=args, prog_name="ipuplan", standalone_mode=False)
     except click_errors.UsageError as error:
         if getattr(click_errors, "NoArgsIsHelpError", ()) and isinstance(error, click_errors.NoArgsIsHelpError):
             typer.echo(error.ctx.get_help(), err=True)
         else:
-            typer.echo(f"error: {error.format_message()} (see: ipuplan {_command_of(error)}-h)", err=True)
-            if "--json" in (args if args is not None else sys.argv[1:]):  # the promise: one object, always
-                typer.echo(json.dumps({"status": "error", "error": error.format_message()}, indent=2))
+            RUN.fail(f"error: {error.format_message()} (see: ipuplan {_command_of(error)}-h)", "error")
         code = 2
     except (getattr(click_errors, "Abort", KeyboardInterrupt), KeyboardInterrupt):
-        typer.echo("interrupted: nothing written", err=True)
-        code = 130
+        code = RUN.interrupted(signal.SIGINT)
+    except Terminated:
+        code = RUN.interrupted(signal.SIGTERM)
     return code if isinstance(code, int) else 0
 
 

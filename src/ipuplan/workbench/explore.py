@@ -1,27 +1,33 @@
 """Batch exploration: optimise many finalist scopes, rank them, keep every result.
 
 Each plan runs in its own process (or Ray task); a failing plan becomes a row with its
-error and never stops the others (with best effort, a plan that cannot fit is written and its row
-says `best_effort`, with the reason). Outputs that are up to date (same input bytes, same
-settings, output still there) are not recomputed unless `force`.
+error and never stops the others, whatever the failure (a bad plan, an internal error, a worker that
+died); with best effort, a plan that cannot fit is written and its row says `best_effort`, with the
+reason. Outputs that are up to date (same input bytes, same settings, output still there) are not
+recomputed unless `force`. An interrupt (Ctrl-C, SIGTERM) ends the workers with the batch: none is
+left running, and a worker dies with its parent even when the parent is killed outright.
 """
 
 from __future__ import annotations
 
 import csv
+import ctypes
 import hashlib
 import io
 import json
 import os
+import signal
+import socket
+import sys
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ipuplan.errors import InfeasibleBudget, IpuplanError, PlanError
 from ipuplan.plan.format import load_plan, write_plan
-from ipuplan.plan.outputs import write_atomically
+from ipuplan.plan.outputs import require_output_folder, write_atomically
 from ipuplan.replan.options import OptimizeOptions
 from ipuplan.replan.pipeline import optimize
 
@@ -30,8 +36,14 @@ SUMMARY_CSV = "summary.csv"
 SUCCESS = frozenset({"optimal", "feasible", "unchanged"})
 
 
+POLL = 0.2
+"""Seconds between two looks at the running plans: an interrupt is acted on within this."""
+RAY_CONNECT_SECONDS = 10.0
+"""How long a Ray cluster address may take to answer before the batch gives up (Ray itself retries forever)."""
+
+
 class ExecutorMissing(IpuplanError):
-    """An executor whose optional dependency is not installed."""
+    """An executor whose optional dependency is not installed, or whose cluster cannot be reached."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +119,8 @@ def explore_one(path: str, out_dir: str, options: OptimizeOptions) -> ExploreRow
     except OSError as error:
         message = f"{error.filename or source}: {error.strerror}"
         return replace(row, error=message, seconds=time.perf_counter() - started)
+    except Exception as error:  # noqa: BLE001  (one plan's bug is that plan's row, never the end of the batch)
+        return replace(row, error=f"internal error: {type(error).__name__}: {error}", seconds=time.perf_counter() - started)
     short = result.best_effort and not result.after.fits_budget
     return replace(
         row,
@@ -121,6 +135,12 @@ def explore_one(path: str, out_dir: str, options: OptimizeOptions) -> ExploreRow
         gap=result.solve.gap,
         seconds=time.perf_counter() - started,
     )
+
+
+def _lost(path: Path, options: OptimizeOptions, why: str) -> ExploreRow:
+    """The row of a plan whose worker gave no row (it died, or its task failed)."""
+    return ExploreRow(scope=path.stem, input=str(path), output=None, status="error", error=why,
+                      settings=options.fingerprint())
 
 
 def _failed(row: ExploreRow, error: IpuplanError, source: Path, seconds: float) -> ExploreRow:
@@ -150,7 +170,7 @@ def _up_to_date(previous: ExploreRow | None, path: Path, options: OptimizeOption
         and previous.succeeded
         and previous.output is not None
         and previous.settings == options.fingerprint()
-        and previous.input_sha256 == _sha256(path)
+        and previous.input_sha256 == _file_sha256(path)
         and previous.output_sha256 == _file_sha256(Path(previous.output))
     )
 
@@ -203,13 +223,57 @@ def _run_local(todo: list[Path], out_dir: Path, options: OptimizeOptions, jobs: 
             rows.append(explore_one(str(path), str(out_dir), options))
             on_row(rows[-1])
         return rows
-    rows = []
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(explore_one, str(path), str(out_dir), options) for path in todo]
-        for future in as_completed(futures):
-            rows.append(future.result())
+    pool = ProcessPoolExecutor(max_workers=jobs, initializer=worker_started, initargs=(os.getpid(),))
+    try:
+        futures = {pool.submit(explore_one, str(path), str(out_dir), options): path for path in todo}
+        rows = _collect(futures, options, on_row)
+    except BaseException:
+        _stop_workers(pool)
+        raise
+    pool.shutdown()
+    return rows
+
+
+def _collect(futures: dict[Future, Path], options: OptimizeOptions, on_row) -> list[ExploreRow]:
+    """Each plan's row as it comes; the wait wakes every POLL seconds, so an interrupt is not held up by it."""
+    rows, pending = [], set(futures)
+    while pending:
+        done, pending = wait(pending, timeout=POLL, return_when=FIRST_COMPLETED)
+        for future in done:
+            try:
+                rows.append(future.result())
+            except Exception as error:  # noqa: BLE001  (the worker died, or could not send its row: that plan's row says so)
+                rows.append(_lost(futures[future], options, f"the worker failed: {type(error).__name__}: {error}"))
             on_row(rows[-1])
     return rows
+
+
+def worker_started(parent: int) -> None:
+    """In each worker: Ctrl-C (sent to the whole terminal's process group) is the parent's to act on, SIGTERM
+    ends the worker, and the worker dies with its parent (Linux), so none outlives a parent killed outright."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT, signal.SIGTERM))  # the CLI's main thread blocks them
+    if os.getppid() != parent:  # the parent died before the line above could ask to follow it
+        os._exit(1)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """End every worker now (SIGTERM, then SIGKILL after a second) and the pool with them."""
+    processes = list(getattr(pool, "_processes", {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.join(1.0)
+        if process.is_alive():
+            process.kill()
+            process.join()
 
 
 def _run_ray(todo: list[Path], out_dir: Path, options: OptimizeOptions, address: str | None, on_row) -> list[ExploreRow]:
@@ -219,19 +283,50 @@ def _run_ray(todo: list[Path], out_dir: Path, options: OptimizeOptions, address:
         raise ExecutorMissing("the Ray executor needs the ray extra: pip install 'ipuplan[ray]'") from None
     started_here = not ray.is_initialized()
     if started_here:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        _require_reachable(address)
+        with _signals_unblocked():  # Ray's processes inherit the mask: they must be able to end
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
     try:
         remote = ray.remote(num_cpus=options.workers)(explore_one)
-        pending = [remote.remote(str(path), str(out_dir.resolve()), options) for path in todo]
-        rows = []
+        tasks = {remote.remote(str(path), str(out_dir.resolve()), options): path for path in todo}
+        rows, pending = [], list(tasks)
         while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            rows.append(ray.get(done[0]))
-            on_row(rows[-1])
+            done, pending = ray.wait(pending, num_returns=1, timeout=POLL)
+            for task in done:
+                try:
+                    rows.append(ray.get(task))
+                except Exception as error:  # noqa: BLE001  (a task that failed is its plan's row)
+                    rows.append(_lost(tasks[task], options, f"the Ray task failed: {type(error).__name__}: {error}"))
+                on_row(rows[-1])
         return rows
     finally:
         if started_here:
             ray.shutdown()
+
+
+def _require_reachable(address: str | None) -> None:
+    """Refuse a cluster address that does not answer within RAY_CONNECT_SECONDS (Ray would retry for ever)."""
+    if address is None or address in ("auto", "local"):
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise ExecutorMissing(f"Ray address {address!r} is not HOST:PORT (or ray://HOST:PORT, auto, local)")
+    try:
+        socket.create_connection((host, int(port)), timeout=RAY_CONNECT_SECONDS).close()
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise ExecutorMissing(f"cannot reach the Ray cluster at {address}: {reason} "
+                              f"(within {RAY_CONNECT_SECONDS:g} s)") from None
+
+
+class _signals_unblocked:
+    """SIGINT and SIGTERM unblocked in this thread for a while (what a process started meanwhile inherits)."""
+
+    def __enter__(self) -> None:
+        self.before = signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT, signal.SIGTERM))
+
+    def __exit__(self, *exc) -> None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, self.before)
 
 
 def explore(
@@ -254,11 +349,9 @@ def explore(
     """
     files = plan_paths(paths)
     out = Path(out_dir)
-    if any(path.parent.resolve() == out.resolve() for path in files):
-        raise PlanError("must not be a directory of input plans: outputs would overwrite them", source=str(out))
     if executor not in ("local", "ray"):
         raise PlanError(f"unknown executor {executor!r}; choose local or ray", source="explore")
-    out.mkdir(parents=True, exist_ok=True)
+    require_output_folder(out, inputs=tuple(files))
     options = (options or OptimizeOptions()).with_values(**option_values)
     jobs, solver_workers = job_layout(jobs)
     options = options.with_values(workers=1 if executor == "ray" else min(options.workers or solver_workers, solver_workers))

@@ -36,14 +36,12 @@ from ipuplan.plan.layout import AxisTiling, Layout, ceil_div
 from ipuplan.space import rules
 from ipuplan.space.levels.gemm import MAX_SPLITS, SplitSearch, pareto_front, split_grid
 from ipuplan.space.levels.storage import partition_options
-from ipuplan.space.types import Candidate, Decisions, FreeGroup, Freeze
+from ipuplan.space.types import Candidate, Decisions, FreeGroup
 
 KIND = "elementwise"
 """The kind of the free groups this level makes (`space.scopes.PROMOTE` finds its `promote` by it)."""
 Split = tuple[tuple[int, int], ...]
 """(block size, partitions) per axis of the family's template (its activation), in the template's axis order."""
-INFERRED_READS = frozenset({Freeze.NO_READER})
-"""A parameter no step is seen reading is read by the family's kernels (the dataflow's missing operands)."""
 BLOCK_FREE_ORDERS = frozenset({"RowMajor"})
 """Orders whose text holds no block size: a family all of these orders may take smaller blocks."""
 
@@ -194,21 +192,6 @@ def _candidate(facts: PlanFacts, family: ElementwiseFamily, members: rules.Layou
     return Candidate(layouts, sizes, rules.exchange_cost(facts, members, moved, layouts), scratch, label=label)
 
 
-def _held(context: rules.Context, family: ElementwiseFamily, group_of: dict[int, rules.LayoutGroup]) -> bool:
-    """Whether a rule holds one of the family's groups, its own kernels allowed: a group no step is seen reading
-    may be a parameter only the family's kernels read (`INFERRED_READS`), if nothing but a mover writes it."""
-    flow = context.facts.flow
-    for group in {group_of[m] for m in family.members}:
-        reason = rules.freeze_reason(context, group, family.steps)
-        if reason is None:
-            continue
-        written = {s for m in group for s in flow.writers.get(m, ())} - family.steps
-        movers = all(context.facts.plan.steps[s].parsed_operation.is_mover for s in written)
-        if reason.kind not in INFERRED_READS or not movers:
-            return True
-    return False
-
-
 @dataclass(frozen=True)
 class _Parts:
     """What every candidate of a free family shares: its members (every value of its groups), the mover steps
@@ -220,8 +203,10 @@ class _Parts:
 
 
 def _parts(context: rules.Context, family: ElementwiseFamily, group_of: dict[int, rules.LayoutGroup]) -> _Parts | None:
-    """The family's parts, or None when a rule holds it."""
-    if family.hold is not None or _held(context, family, group_of):
+    """The family's parts, or None when a rule holds it or a rule of every level holds one of its groups (its own
+    kernels allowed to read and write them, and to be the readers of a parameter the dataflow does not show)."""
+    groups = {group_of[m] for m in family.members}
+    if family.hold is not None or any(rules.freeze_reason(context, g, family.steps) is not None for g in groups):
         return None
     members = tuple(sorted({v for m in family.members for v in group_of[m]}))
     try:

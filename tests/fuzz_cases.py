@@ -1,6 +1,10 @@
 """The CLI's promises under random damage, shared by the short fuzz in the suite and the long one in
-benchmarks/fuzz_cli.py: an exit code from the documented set, at most one error line on stderr and no
-traceback, the input unchanged, and no file left behind but a complete output."""
+benchmarks/fuzz_cli.py: an exit code from the documented set (never 70), at most one error line on stderr
+and no traceback, the input unchanged, no file left behind but a complete output, and one JSON object from
+every --json run. The damage: any field replaced, any character changed, and the hostile families issue 21
+found (numbers past what a tile or the solver holds, deep nesting, lone surrogates, unreadable Gemm fields,
+empty timelines, padding a Reject axis needs, contradicting budgets); the output faults: bad paths, and two
+outputs (or an output and an input) that are one file."""
 
 from __future__ import annotations
 
@@ -71,18 +75,55 @@ def damaged(position: int, insert: str) -> str:
     return TEXT[:position] + insert + TEXT[position + 1 :]
 
 
+def _gemm(raw: dict) -> dict:
+    return next(step for step in raw["timeline"]["steps"] if step["operation"].startswith("Gemm {"))
+
+
+def _nested(depth: int) -> str:
+    return "Layout { order: " + "Some(" * depth + "X" + ")" * depth + " }"
+
+
+HOSTILE = {
+    "dimension": lambda raw, n, d: raw["timeline"]["values"][84]["shape"].__setitem__(0, n),
+    "every dimension": lambda raw, n, d: raw["timeline"]["values"][84].update(shape=[n % 2**42 + 1] * 3),
+    "copies": lambda raw, n, d: raw["timeline"]["values"][84].update(copies=n),
+    "scratch": lambda raw, n, d: raw["timeline"]["steps"][10]["scratch"].update(standard=n),
+    "tile count": lambda raw, n, d: raw.update(tile_count=n),
+    "budget": lambda raw, n, d: raw.update(budget_bytes=n % 2**41),
+    "layout number": lambda raw, n, d: raw["timeline"]["values"][84].update(
+        layout=raw["timeline"]["values"][84]["layout"].replace("padding_multiple: 384,", f"padding_multiple: {n},")),
+    "nesting": lambda raw, n, d: raw["timeline"]["values"][84].update(layout=_nested(d)),
+    "surrogate": lambda raw, n, d: raw["timeline"]["values"][84].update(name="a\ud800"[: 1 + d % 2]),
+    "gemm field": lambda raw, n, d: _gemm(raw).update(operation=re.sub(
+        r"inner_block: \d+", f"inner_block: {('big', n, -n, 0)[d % 4]}", _gemm(raw)["operation"])),
+    "no steps": lambda raw, n, d: raw["timeline"].update(steps=[]),
+    "no values": lambda raw, n, d: raw["timeline"].update(values=[]),
+    "reject padding": lambda raw, n, d: raw["timeline"]["values"][36].update(shape=[1, 1, 1152 + n % 8]),
+}
+"""Issue 21's families of bad input, each with a number `n` and a depth `d` drawn by the fuzz."""
+
+
+def hostile(family: str, number: int, depth: int) -> str:
+    raw = json.loads(TEXT)
+    HOSTILE[family](raw, number, depth)
+    return json.dumps(raw, separators=(",", ":"))
+
+
 plan_texts = st.one_of(
     st.builds(replaced, st.sampled_from(PATHS), json_values),
     st.builds(damaged, st.integers(0, len(TEXT) - 1), st.text(max_size=3)),
+    st.builds(hostile, st.sampled_from(sorted(HOSTILE)), st.integers(0, 2**70), st.integers(1, 6000)),
     st.just(TEXT),
 )
-OUTPUT_FAULTS = ("fine", "missing directory", "a directory", "the input", "exists", "exists, forced", "/proc", "empty")
-COMMANDS = ("check", "optimize", "show", "graph")
+OUTPUT_FAULTS = ("fine", "missing directory", "a directory", "the input", "exists", "exists, forced", "/proc", "empty",
+                 "report is the output", "dump is the input", "dump exists", "dump in a missing directory")
+COMMANDS = ("check", "optimize", "show", "graph", "report", "explore")
 
 
-def output_argument(fault: str, folder: Path, plan: Path) -> list[str]:
+def output_argument(fault: str, folder: Path, plan: Path, command: str) -> list[str]:
+    """The output options of `command` with `fault`; explore's -o is a folder (a new one, when fine)."""
+    fine = folder / ("out" if command == "explore" else "out.json")
     target = {
-        "fine": folder / "out.json",
         "missing directory": folder / "missing" / "out.json",
         "a directory": folder,
         "the input": plan,
@@ -90,31 +131,56 @@ def output_argument(fault: str, folder: Path, plan: Path) -> list[str]:
         "exists, forced": folder / "old.json",
         "/proc": Path("/proc/ipuplan-fuzz.json"),
         "empty": "",
-    }[fault]
-    return ["-o", str(target), *(["--force"] if fault == "exists, forced" else [])]
+    }.get(fault, fine)
+    extra = {
+        "exists, forced": ["--force"],
+        "report is the output": ["--report", str(target)],
+        "dump is the input": ["--dump-model", str(plan)],
+        "dump exists": ["--dump-model", str(folder / "old.json")],
+        "dump in a missing directory": ["--dump-model", str(folder / "missing" / "m.pbtxt")],
+    }.get(fault, [])
+    if command != "optimize" and fault.startswith(("report", "dump")):
+        extra = []  # only optimize takes --report and --dump-model
+    return ["-o", str(target), *extra]
+
+
+OPTIONS = {"optimize": ["--json", "--time-limit", "0.5", "--workers", "1"],
+           "explore": ["--json", "--time-limit", "0.5", "--workers", "1"], "report": []}
+"""What each command that writes is given besides its outputs."""
+
+
+def expected_writes(command: str, fault: str, code: int) -> set[str]:
+    """The names a run may add to the folder: its complete outputs, and only when it succeeded (explore: also when
+    some plans failed, exit 4: the folder it made, with their rows)."""
+    if command not in OPTIONS or code not in (0, 4):
+        return set()
+    if command == "explore":
+        return {"out", "missing"}
+    if fault == "exists, forced":
+        return {"old.json"}
+    only_optimize = fault.startswith(("report", "dump")) and command != "optimize"  # the others write just -o
+    return {"out.json"} if fault == "fine" or only_optimize else set()
 
 
 def cli_case(text: str, command: str, fault: str) -> None:
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)
         plan = folder / "plan.json"
-        plan.write_text(text)
+        plan.write_text(text, errors="surrogatepass")
         (folder / "old.json").write_text("old")
         before = {p.name: p.read_bytes() for p in folder.iterdir()}
         arguments = [command, str(plan)]
-        if command == "optimize":
-            arguments += [*output_argument(fault, folder, plan), "--json", "--time-limit", "0.5", "--workers", "1"]
+        if command in OPTIONS:
+            arguments += [*output_argument(fault, folder, plan, command), *OPTIONS[command]]
         out, err = StringIO(), StringIO()
         with redirect_stdout(out), redirect_stderr(err):
             code = main(arguments)
         errors = [line for line in err.getvalue().splitlines() if not line.startswith("  ")]
-        assert code in EXIT_CODES, (code, err.getvalue())
+        assert code in EXIT_CODES and code != 70, (code, err.getvalue())
         assert "Traceback" not in err.getvalue() and len(errors) <= 1, err.getvalue()
-        after = {p.name: p.read_bytes() for p in folder.iterdir()}
-        written = {"out.json"} if command == "optimize" and fault == "fine" and code == 0 else set()
-        if fault == "exists, forced" and code == 0:
-            written = {"old.json"}
-        assert set(after) == set(before) | written, (set(after), code, err.getvalue())
+        after = {p.name: p.read_bytes() if p.is_file() else b"" for p in folder.iterdir()}
+        written = expected_writes(command, fault, code)
+        assert set(after) <= set(before) | written, (set(after), code, err.getvalue())
         assert all(after[n] == before[n] for n in before if n not in written)
-        if command == "optimize":
-            json.loads(out.getvalue())  # --json prints one object, whatever happened
+        if "--json" in arguments:
+            json.loads(out.getvalue())  # one object, whatever happened

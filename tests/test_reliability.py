@@ -146,7 +146,7 @@ def test_greedy_over_the_budgets_writes_nothing_and_says_it_proves_nothing(plan)
     """Item 10: the greedy baseline wrote the plan without --best-effort and said 'no solution within the time
     limit' though it had found one in 0.03 s."""
     code, stdout, stderr = run("optimize", str(plan), "-o", str(plan.parent / "o.json"), "--solver", "greedy",
-                               "--budget", "200000", "--interleaved-budget", "100000", "--json")
+                               "--budget", "120000", "--interleaved-budget", "60000", "--json")
     summary = json.loads(stdout)
     assert code == 3 and summary["status"] == "infeasible" and "greedy" in summary["error"]
     assert "time limit" not in error_line(stderr) and "nothing written" in error_line(stderr)
@@ -308,8 +308,46 @@ def test_a_signal_while_the_command_loads_is_one_line(delay):
                                text=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
     time.sleep(delay)
     process.send_signal(signal.SIGINT)
-    stdout, stderr = process.communicate(timeout=30)
+    _, stderr = process.communicate(timeout=30)
     assert process.returncode in (0, 130, -signal.SIGINT) and "Traceback" not in stderr, stderr
     if process.returncode == 130:
         assert stderr.splitlines() == ["interrupted: nothing written"]
 
+
+
+def test_an_interrupt_after_a_write_names_what_was_written(tmp_path, monkeypatch):
+    """Item 7: synth said 'interrupted: nothing written' (130) while its complete output existed."""
+    from ipuplan import cli
+
+    real = cli.write_output
+
+    def written_then_interrupted(path, content):
+        real(path, content)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "write_output", written_then_interrupted)
+    out = tmp_path / "s.json"
+    code, _, stderr = run("synth", str(REFERENCE), "-o", str(out), "--unroll", "2")
+    assert code == 130 and error_line(stderr) == f"interrupted: wrote {out} before; nothing half-written is left"
+    assert json.loads(out.read_text())["timeline"]["steps"]
+
+
+def test_a_long_phase_is_never_silent_for_long(tmp_path, monkeypatch):
+    """Progress at least every TICK seconds on long phases (here TICK is made short, and the solve is long enough)."""
+    from ipuplan import cli
+
+    monkeypatch.setattr(cli, "TICK", 0.05)
+    code, _, stderr = run("optimize", str(REFERENCE), "-o", str(tmp_path / "o.json"), "--workers", "1")
+    assert code == 0 and "still running" in stderr
+
+
+def test_tables_keep_to_80_columns_off_a_terminal(tmp_path):
+    folder = tmp_path / "plans"
+    folder.mkdir()
+    shutil.copy(REFERENCE, folder / "vit-so400m-finalist-5-with-a-long-name.json")
+    outputs = [run("show", str(REFERENCE))[1], run("explore", str(folder), "-o", str(tmp_path / "out"))[1],
+               run("optimize", str(REFERENCE), "-o", str(tmp_path / "o.json"), "--workers", "1")[1]]
+    for stdout in outputs:
+        table = stdout.split("\nleft alone")[0].split("\n1 plans in")[0]  # the table, not the lines after it
+        assert max(map(len, table.splitlines())) <= 80, table
+    assert "vit-so400m-finalist-5-with-a-long-name.json" in outputs[1]  # whole, not cut short

@@ -708,7 +708,8 @@ def synth_command(
 @takes_optimize_options
 def explore_command(
     plans: Annotated[list[Path], typer.Argument(help="Plan files or directories of plans.", show_default=False)],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Directory for the rewritten plans and summaries.")],
+    output: Annotated[Path, typer.Option(
+        "--output", "-o", parser=_output_path, help="Directory for the rewritten plans and summaries.")],
     options: OptimizeOptions,
     jobs: Annotated[int, typer.Option(min=1, help="Plans optimised at once (solver workers x jobs <= cores).")] = 1,
     force: Annotated[bool, typer.Option(help="Redo plans whose outputs are up to date.")] = False,

@@ -16,24 +16,15 @@ import signal
 import subprocess
 import sys
 import time
-from contextlib import redirect_stderr, redirect_stdout
-from io import StringIO
 from pathlib import Path
 
 import pytest
 from reference import REFERENCE
+from test_never_lose_work import run
 
-from ipuplan.cli import main
 from ipuplan.workbench import explore as explore_module
 
 PYTHON = [sys.executable, "-m", "ipuplan"]
-
-
-def run(*args: str) -> tuple[int, str, str]:
-    out, err = StringIO(), StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        code = main(list(args))
-    return code, out.getvalue(), err.getvalue()
 
 
 def error_line(stderr: str) -> str:

@@ -11,18 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ipuplan.errors import SyntaxProblem
-from ipuplan.plan.debug_syntax import (
-    Atom,
-    Call,
-    ListTerm,
-    Struct,
-    Term,
-    as_int,
-    format_term,
-    format_terms,
-    int_atom,
-    parse_terms,
-)
+from ipuplan.plan.debug_syntax import Atom, Call, ListTerm, Struct, Term, as_int, format_terms, int_atom, parse_terms
 from ipuplan.plan.layout import element_size
 
 KNOWN_KINDS = frozenset(
@@ -126,7 +115,7 @@ class Operation:
         if min(numbers, default=1) < 1:
             raise SyntaxProblem(f"Gemm {' and '.join(GEMM_BLOCKS)} must be at least 1, found {min(numbers)}")
         if "multiply" in fields:
-            numbers += (element_size(format_term(fields["multiply"])),)
+            numbers += (element_size(format_terms((fields["multiply"],))),)
         return numbers
 
     def gemm_field(self, key: str) -> int:

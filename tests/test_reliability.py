@@ -342,3 +342,15 @@ def test_tables_keep_to_80_columns_off_a_terminal(tmp_path):
         table = stdout.split("\nleft alone")[0].split("\n1 plans in")[0]  # the table, not the lines after it
         assert max(map(len, table.splitlines())) <= 80, table
     assert "vit-so400m-finalist-5-with-a-long-name.json" in outputs[1]  # whole, not cut short
+
+
+@pytest.mark.parametrize("command", ["graph", "show"])
+def test_a_reader_that_stops_reading_ends_the_run_quietly(tmp_path, command):
+    """`ipuplan graph plan.json | head` was 'internal error: BrokenPipeError', exit 70 (show: exit 1, check's code)."""
+    plan = tmp_path / "big.json"
+    assert run("synth", str(REFERENCE), "-o", str(plan), "--unroll", "12")[0] == 0
+    more = ["--top", "100000"] if command == "show" else []  # output past what a pipe holds (64 kB)
+    process = subprocess.Popen([*PYTHON, command, str(plan), *more], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdout.readline()
+    process.stdout.close()  # what `head -1` does once it has its line
+    assert process.wait(timeout=60) == 141 and process.stderr.read() == b""

@@ -3,7 +3,7 @@
 Exit codes: 0 success, 1 `check` found mismatches, 2 bad input (or a bad output path), 3 the budgets
 cannot be met, 4 `explore` finished but some plans failed, 70 internal error (IPUPLAN_DEBUG=1 shows
 the traceback), 130 interrupted (Ctrl-C; nothing half-written is left). A SIGTERM ends a run the way
-Ctrl-C does, with exit code 143.
+Ctrl-C does, with exit code 143; a reader that stops reading (`| head`) ends it quietly, with 141.
 
 Signals: one thread takes SIGINT and SIGTERM for the whole process (`_SignalTaker`). While this module
 imports (nothing is written yet) either ends the process at once with one line. Run as the program
@@ -129,7 +129,16 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 80},
     help="Re-plan the tensor layouts of an IPU memory plan with CP-SAT.",
 )
-stdout = Console(highlight=False, width=None if sys.stdout.isatty() else 80)
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """The reader went away: rich would exit 1 (check's mismatches); one_line_errors exits as for `print`."""
+        self.quiet = True
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+stdout = _Console(highlight=False, width=None if sys.stdout.isatty() else 80)
 GRACE = 0.5
 """Seconds the main thread has to unwind after a signal before the watcher ends the process itself."""
 TICK = 2.0
@@ -364,6 +373,9 @@ def one_line_errors(command):
             raise typer.Exit(RUN.interrupted(signal.SIGTERM)) from None
         except (typer.Exit, typer.Abort):
             raise
+        except BrokenPipeError:  # the reader went away (`| head`): nothing more to say, nor anyone to say it to
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(128 + signal.SIGPIPE) from None
         except Exception as error:
             if os.environ.get("IPUPLAN_DEBUG"):
                 raise
@@ -423,8 +435,9 @@ class _Progress:
 def check_command(plan_path: PlanPath) -> None:
     """Recompute every derived field and report each mismatch (exit 1 if any)."""
     started = time.perf_counter()
-    plan = load_plan(plan_path)
-    mismatches = check(plan)
+    with _Progress(quiet=False, name="check").ticking():
+        plan = load_plan(plan_path)
+        mismatches = check(plan)
     for mismatch in mismatches:
         typer.echo(f"{plan_path}: {mismatch}")
     elapsed = time.perf_counter() - started
@@ -441,8 +454,9 @@ def show_command(
     top: Annotated[int, typer.Option(min=1, help="How many contributors to list.")] = 12,
 ) -> None:
     """Scope, budgets, peaks with their steps, fit, and the top contributors at the peak."""
-    plan = load_plan(plan_path)
-    result = estimate(plan)
+    with _Progress(quiet=False, name="show").ticking():
+        plan = load_plan(plan_path)
+        result = estimate(plan)
     print_table(summary_table(plan, result))
     print_table(contributors_table(plan, result, result.total_peak_step, top))
 
@@ -451,8 +465,10 @@ def show_command(
 @one_line_errors
 def graph_command(plan_path: PlanPath) -> None:
     """The inferred dataflow: per step, reads -> writes (and what a loop boundary releases)."""
-    plan = load_plan(plan_path)
-    for line in graph_lines(plan, dataflow(plan)):
+    with _Progress(quiet=False, name="graph").ticking():
+        plan = load_plan(plan_path)
+        lines = graph_lines(plan, dataflow(plan))
+    for line in lines:
         typer.echo(line)
 
 
@@ -780,7 +796,9 @@ def diff_command(
     new: Annotated[Path, typer.Argument(help="The second plan (e.g. ipuplan's).", show_default=False)],
 ) -> None:
     """Per changed value: partitions, strides, class and bytes; per changed operation: its text; the peak change."""
-    for line in diff_lines(diff_plans(load_plan(old), load_plan(new))):
+    with _Progress(quiet=False, name="diff").ticking():
+        lines = diff_lines(diff_plans(load_plan(old), load_plan(new)))
+    for line in lines:
         typer.echo(line)
 
 

@@ -31,8 +31,7 @@ from ipuplan.facts.elementwise_families import recognise_elementwise
 from ipuplan.replan.options import OptimizeOptions
 from ipuplan.replan.pipeline import prepare, solve_prepared
 from ipuplan.space import scopes
-from ipuplan.space.levels.elementwise import KIND, elementwise_level, promote
-from ipuplan.space.scopes import Level, Scope
+from ipuplan.space.levels.elementwise import elementwise_level
 from ipuplan.workbench.synth import repeat_layers
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,22 +41,14 @@ CHIP = {"budget": 586_960, "interleaved_budget": 424_880, "support_reserve": 49_
 
 @contextmanager
 def registry(with_level: bool) -> Iterator[None]:
-    """The level registry with the element-wise level (before the classes level, its `promote` beside the other
-    levels') or without it, both restored after."""
-    kept, promoters = scopes.LEVELS, dict(scopes.PROMOTE)
-    others = tuple(level for level in kept if level.decide is not elementwise_level)
-    if with_level:
-        at = [level.name for level in others].index(scopes.CLASSES)
-        scopes.LEVELS = (*others[:at], Level("elementwise", elementwise_level, (Scope.FULL,)), *others[at:])
-        scopes.PROMOTE[KIND] = promote
-    else:
-        scopes.LEVELS = others
+    """The level registry as it is, or without the element-wise level; restored after."""
+    kept = scopes.LEVELS
+    if not with_level:
+        scopes.LEVELS = tuple(level for level in kept if level.decide is not elementwise_level)
     try:
         yield
     finally:
         scopes.LEVELS = kept
-        scopes.PROMOTE.clear()
-        scopes.PROMOTE.update(promoters)
 
 
 def timed_run(plan, time_limit: float, **options):

@@ -18,13 +18,13 @@ def optimised(reference_plan):
 
 def test_diff_lists_every_changed_value_and_the_peak(reference_plan, optimised):
     result = diff_plans(reference_plan, optimised)
-    assert [v.value_id for v in result.values] == [8, 9, 12, 13, 20, 21, 24, 25, 31, 51, 53, 57, 59]
+    assert [v.value_id for v in result.values] == [8, 9, 12, 13, 20, 21, 24, 25, 31, 51, 53, 57, 59, 75, 114]
     qkv = result.values[0]
     assert (tiling(qkv.old_layout)[0], qkv.old_bytes) == ((36, 4), 27_648)
     assert qkv.new_bytes < qkv.old_bytes
     lines = diff_lines(result)
     assert lines[0].startswith("value 8 vit.encoder.layer0.attention.qkv.weight: partitions [36, 4] -> ")
-    assert lines[-1].startswith("13 values and 0 operations changed; raw peak 367,216 (step 47) -> 198,256")
+    assert lines[-1].startswith("15 values and 0 operations changed; raw peak 367,216 (step 47) -> 176,740")
 
 
 def test_diff_shows_operation_text_changes(reference_plan):
@@ -44,4 +44,4 @@ def test_diff_cli(tmp_path, optimised):
     write_plan(optimised, better)
     result = CliRunner().invoke(app, ["diff", str(REFERENCE), str(better)])
     assert result.exit_code == 0
-    assert len(result.stdout.splitlines()) == 14
+    assert len(result.stdout.splitlines()) == 16

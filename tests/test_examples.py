@@ -16,13 +16,13 @@ def run_example(*args: str) -> str:
 
 def test_pipeline_example_replans_the_reference_plan():
     out = run_example()
-    assert "raw peak 367,216 -> 159,076 bytes per tile (optimal" in out
+    assert "raw peak 367,216 -> 136,712 bytes per tile (optimal" in out
     assert "wrote " in out
 
 
 def test_pipeline_example_reports_a_budget_that_cannot_fit():
-    out = run_example("--budget", "200000", "--interleaved-budget", "100000")
-    assert "does not fit: the " in out and "cannot be met at step" in out and "159,076 bytes" in out
+    out = run_example("--budget", "180000", "--interleaved-budget", "100000")  # 130,848 less the reserve
+    assert "does not fit: the " in out and "cannot be met at step" in out and "136,712 bytes" in out
 
 
 def test_rank_finalists_example_keeps_the_best_fitting_scope():
@@ -30,6 +30,6 @@ def test_rank_finalists_example_keeps_the_best_fitting_scope():
         [sys.executable, str(EXAMPLES / "rank_finalists.py")], capture_output=True, text=True, check=True
     )
     lines = process.stdout.splitlines()
-    assert lines[0] == "1. finalist-5-tight: optimal, raw peak 159,076"  # ties keep the input order
-    assert lines[3] == "4. finalist-5-6layers-chip: optimal, raw peak 277,620"  # fits the real chip with scope full
-    assert lines[-1] == "keep: finalist-5-tight (159,076 bytes per tile)"
+    assert lines[0] == "1. finalist-5-tight: optimal, raw peak 136,712"  # ties keep the input order
+    assert lines[3] == "4. finalist-5-6layers-chip: optimal, raw peak 215,112"  # fits the real chip with scope full
+    assert lines[-1] == "keep: finalist-5-tight (136,712 bytes per tile)"

@@ -82,7 +82,7 @@ def test_only_storage_values_change(reference_plan, space, result):
 def test_frozen_groups_say_why(reference_plan, space):
     reasons = {m: str(g.reason) for g in space.frozen for m in g.members}
     assert reasons[136].startswith("read by Gemm at step 12")
-    assert reasons[4].startswith("no reader identified") or "ambiguity" in reasons[4]
+    assert reasons[4].startswith("may be read by LayerNorm at step 8")  # a norm parameter: the kernel that may read it
     assert reasons[63].startswith("read by Convert at step 10")  # LocalKernel keeps its input's tiling
     assert reasons[145].startswith("read by Gemm at step 29")  # the attention product (no family yet)
     assert set(space.reasons()) == {v.id for v in reference_plan.values}  # every value: free, or frozen and why
@@ -96,8 +96,10 @@ def test_bound_members_share_one_layout(space, result):
 
 
 def test_candidates_are_distinct_shard_sizes_within_the_chip(reference_plan, space):
+    """Apart from stride variants (label "strides": the same shard size, other strides), one candidate per size."""
     for group in space.free:
-        sizes = [(c.layouts[0].memory_class, c.value_bytes[0].shard_bytes) for c in group.candidates[1:]]
+        sizes = [(c.layouts[0].memory_class, c.value_bytes[0].shard_bytes) for c in group.candidates[1:]
+                 if c.label != "strides"]
         assert len(sizes) == len(set(sizes))
     weight = reference_plan.values[8]
     vectors = partition_vectors(tuple(weight.shape), weight.parsed_layout, reference_plan.tile_count)
@@ -125,11 +127,11 @@ def test_never_worse_reoptimising_returns_input(result):
 
 def test_infeasible_budget_names_budget_and_step(reference_plan):
     with pytest.raises(InfeasibleBudget) as caught:
-        optimize(reference_plan, budget=250_000, interleaved_budget=100_000, workers=1, time_limit=5,
+        optimize(reference_plan, budget=230_000, interleaved_budget=100_000, workers=1, time_limit=5,
                  scope="storage")
     message = str(caught.value)
-    assert "standard budget (150,000 bytes) cannot be met at step" in message
-    assert "lowest raw peak any layout reaches is 198,256 bytes" in message
+    assert "standard budget (130,000 bytes) cannot be met at step 45" in message
+    assert "lowest raw peak any layout reaches within the interleaved budget is 176,740 bytes" in message
 
 
 def test_overridden_budget_is_written_and_true(reference_plan):
@@ -180,4 +182,4 @@ def test_stale_derived_numbers_are_simply_recomputed(reference_plan):
 
     stale = with_value(reference_plan, 20, bytes=1)
     result = optimize(stale, workers=1, time_limit=5, scope="storage")
-    assert check(result.plan) == [] and result.after.raw_peak == 198_256
+    assert check(result.plan) == [] and result.after.raw_peak == 176_740

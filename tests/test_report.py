@@ -45,7 +45,7 @@ def test_report_cli_with_against_and_png(tmp_path, reference_plan):
     result = runner.invoke(app, ["report", str(REFERENCE), "--against", str(better), "-o", str(page), "--png", str(png)])
     assert result.exit_code == 0, result.output
     text = page.read_text()
-    assert "against" in text and "198,256 B" in text and text.count('class="series"') == 5
+    assert "against" in text and "176,740 B" in text and text.count('class="series"') == 5
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     again = runner.invoke(app, ["report", str(REFERENCE), "-o", str(page)])
     assert again.exit_code == 2 and "--force" in again.stderr

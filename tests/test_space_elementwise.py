@@ -21,9 +21,9 @@ from ipuplan.replan.pipeline import optimize
 from ipuplan.replan.rewrite import contract_violations, rewrite
 from ipuplan.space import scopes
 from ipuplan.space.levels import elementwise
-from ipuplan.space.levels.elementwise import KIND, elementwise_level, promote
+from ipuplan.space.levels.elementwise import elementwise_level, promote
 from ipuplan.space.rules import context_of
-from ipuplan.space.scopes import Level, Scope, candidate_space
+from ipuplan.space.scopes import Scope, candidate_space
 
 ISSUE_FIGURE = 136_714
 """Issue 19: a legal plan at this raw peak exists with the residual stream, biases and bias Adds re-tiled."""
@@ -37,19 +37,15 @@ FREE_FAMILIES = {
 }
 
 
-def registered_levels() -> tuple[Level, ...]:
-    """The registry with the level for scope full just before the classes level (as it is, if it has it)."""
-    levels = list(scopes.LEVELS)
-    if any(level.decide is elementwise_level for level in levels):
-        return tuple(levels)
-    at = [level.name for level in levels].index(scopes.CLASSES)
-    return (*levels[:at], Level("elementwise", elementwise_level, (Scope.FULL,)), *levels[at:])
+def test_the_level_is_registered_for_scope_full_only_before_the_classes_level():
+    names = [level.name for level in scopes.levels_of(Scope.FULL)]
+    assert names.index("elementwise") < names.index(scopes.CLASSES)
+    assert "elementwise" not in [level.name for level in scopes.levels_of(Scope.KERNELS)]
 
 
 @pytest.fixture()
-def registered(monkeypatch):
-    monkeypatch.setattr(scopes, "LEVELS", registered_levels())
-    monkeypatch.setitem(scopes.PROMOTE, KIND, promote)
+def registered():
+    """The registry as it is (the fixture keeps the tests' names for what they need)."""
 
 
 @pytest.fixture()
@@ -67,9 +63,7 @@ def alone(facts):
 
 @pytest.fixture(scope="module")
 def optimized(reference_plan):
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(scopes, "LEVELS", registered_levels())
-        return optimize(reference_plan, scope="full", workers=1, time_limit=30)
+    return optimize(reference_plan, scope="full", workers=1, time_limit=30)
 
 
 def test_alone_it_frees_every_family_that_can_change_and_freezes_nothing(alone):

@@ -92,8 +92,8 @@ def test_scopes_are_ordered_as_defined_narrowest_first():
     [
         (Scope.STORAGE, False, ["storage"]),
         (Scope.KERNELS, False, ["kernels", "attention", "storage"]),
-        (Scope.FULL, False, ["kernels", "attention", "classes", "storage"]),
-        (Scope.FULL, True, ["kernels", "attention", "storage"]),
+        (Scope.FULL, False, ["kernels", "attention", "elementwise", "classes", "storage"]),
+        (Scope.FULL, True, ["kernels", "attention", "elementwise", "storage"]),
         (Scope.KERNELS, True, ["kernels", "attention", "storage"]),
     ],
 )

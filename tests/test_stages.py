@@ -26,7 +26,7 @@ from ipuplan.workbench.explore import explore_one
 
 FACTS = {"liveness": liveness, "dataflow": dataflow, "estimate": estimate, "recognise_families": recognise_families}
 STAGES = {**FACTS, "candidate_space": candidate_space, "problem_of": problem_of, "load_plan": load_plan}
-TIGHT = ["--scope", "kernels", "--budget", "230000", "--interleaved-budget", "72831"]
+TIGHT = ["--scope", "kernels", "--budget", "200000", "--interleaved-budget", "72831"]
 """No layout of the kernels scope meets these budgets (tests/test_objectives.py); the full scope's do."""
 
 runner = CliRunner()
@@ -69,7 +69,7 @@ def cli(*args: str, code: int = 0):
 
 def raises_conflict(tmp_path):
     with pytest.raises(BudgetConflict):
-        optimize(load_plan(REFERENCE), workers=1, time_limit=5, scope="kernels", budget=230_000,
+        optimize(load_plan(REFERENCE), workers=1, time_limit=5, scope="kernels", budget=200_000,
                  interleaved_budget=72_831)
 
 

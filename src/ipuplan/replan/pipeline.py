@@ -247,7 +247,7 @@ def optimize(
     >>> from ipuplan import load_plan
     >>> result = optimize(load_plan("models/vit-so400m-finalist-5.json"), workers=1)
     >>> result.before.raw_peak, result.after.raw_peak, result.status.value
-    (367216, 159076, 'optimal')
+    (367216, 136712, 'optimal')
     """
     options = (options or OptimizeOptions()).with_values(**option_values)
     phase = on_phase or _silent

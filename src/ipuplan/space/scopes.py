@@ -17,9 +17,10 @@ import numpy as np
 
 from ipuplan.errors import IpuplanError
 from ipuplan.facts.plan_facts import PlanFacts
-from ipuplan.space.levels import attention, gemm
+from ipuplan.space.levels import attention, elementwise, gemm
 from ipuplan.space.levels.attention import attention_level
 from ipuplan.space.levels.classes import class_level
+from ipuplan.space.levels.elementwise import elementwise_level
 from ipuplan.space.levels.gemm import kernel_level
 from ipuplan.space.levels.retile import storage_level
 from ipuplan.space.rules import Context, LayoutGroup, context_of
@@ -49,24 +50,30 @@ class Scope(str, Enum):
 
 
 LevelFunction = Callable[[Context, tuple[LayoutGroup, ...]], Decisions]
+Promote = Callable[[Context, LayoutGroup, tuple], tuple[Candidate, ...]]
+"""A level's maker of candidates from the choices a cap left out of one of its groups."""
 
 
 @dataclass(frozen=True)
 class Level:
-    """A freedom level: its name (unique; `keep_classes` leaves out the one named `CLASSES`), its function, and the
-    scopes that run it."""
+    """A freedom level: its name (unique; `keep_classes` leaves out the one named `CLASSES`), its function, the
+    scopes that run it, and, for a level that caps its groups' choices, the kind of those groups and its `promote`
+    (so that the whole-scope bound can make the left-out choices candidates)."""
 
     name: str
     decide: LevelFunction
     scopes: tuple[Scope, ...]
+    kind: str = ""
+    promote: Promote | None = None
 
 
 CLASSES = "classes"
 """The level `keep_classes` leaves out."""
 
 LEVELS: tuple[Level, ...] = (
-    Level("kernels", kernel_level, (Scope.KERNELS, Scope.FULL)),
-    Level("attention", attention_level, (Scope.KERNELS, Scope.FULL)),
+    Level("kernels", kernel_level, (Scope.KERNELS, Scope.FULL), gemm.KIND, gemm.promote),
+    Level("attention", attention_level, (Scope.KERNELS, Scope.FULL), attention.KIND, attention.promote),
+    Level("elementwise", elementwise_level, (Scope.FULL,), elementwise.KIND, elementwise.promote),
     Level(CLASSES, class_level, (Scope.FULL,)),
     Level("storage", storage_level, tuple(Scope)),
 )
@@ -130,11 +137,9 @@ def candidate_space(
     return CandidateSpace(scope.value, tuple(free), tuple(frozen))
 
 
-PROMOTE: dict[str, Callable[[Context, LayoutGroup, tuple], tuple[Candidate, ...]]] = {
-    "kernel": gemm.promote,
-    "attention": attention.promote,
-}
-"""Per kind of free group that a cap leaves choices out of: its level's maker of candidates from left-out choices."""
+def promoter(kind: str) -> Promote:
+    """The `promote` of the level whose capped groups are of `kind`."""
+    return next(level.promote for level in LEVELS if level.kind == kind and level.promote is not None)
 
 
 def with_promoted(facts: PlanFacts, space: CandidateSpace, chosen: dict[int, np.ndarray]) -> CandidateSpace:
@@ -147,7 +152,7 @@ def with_promoted(facts: PlanFacts, space: CandidateSpace, chosen: dict[int, np.
         if group.left_out is None or not mask.any():
             continue
         splits = tuple(c for c, keep in zip(group.left_out.choices, mask.tolist()) if keep)
-        made = PROMOTE[group.kind](context, group.members, splits)
+        made = promoter(group.kind)(context, group.members, splits)
         free[g] = replace(group, candidates=(*group.candidates, *made), left_out=group.left_out.only(~mask))
     return replace(space, free=tuple(free))
 

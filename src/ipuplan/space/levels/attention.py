@@ -27,6 +27,9 @@ from ipuplan.space.levels.gemm import MAX_SPLITS, AxisSizes, SplitSearch, pareto
 from ipuplan.space.levels.storage import partition_options
 from ipuplan.space.types import Candidate, Decisions, FreeGroup, Freeze, FreezeReason, FrozenGroup, LeftOut
 
+KIND = "attention"
+"""The kind of the free groups this level makes (their left-out splits are promoted by `promote`)."""
+
 
 class _HeadSizer:
     """Bytes of each member under many splits at once, by the estimate's arithmetic, without building layouts."""
@@ -165,7 +168,7 @@ def attention_group(context: rules.Context, family: AttentionFamily, group_of: d
     candidates = tuple(c.shifted(family.gemm_step) for c in found)
     if len(candidates) <= 1:
         return FrozenGroup(members, FreezeReason(Freeze.NO_OTHER_SPLIT, family_step=family.gemm_step))
-    return FreeGroup(members, candidates, input_index=0, kind="attention",
+    return FreeGroup(members, candidates, input_index=0, kind=KIND,
                      left_out=None if left_out is None else left_out.shifted(family.gemm_step))
 
 

@@ -39,7 +39,7 @@ from ipuplan.space.levels.storage import partition_options
 from ipuplan.space.types import Candidate, Decisions, FreeGroup
 
 KIND = "elementwise"
-"""The kind of the free groups this level makes (`space.scopes.PROMOTE` finds its `promote` by it)."""
+"""The kind of the free groups this level makes (their left-out splits are promoted by `promote`)."""
 Split = tuple[tuple[int, int], ...]
 """(block size, partitions) per axis of the family's template (its activation), in the template's axis order."""
 BLOCK_FREE_ORDERS = frozenset({"RowMajor"})

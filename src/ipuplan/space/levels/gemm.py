@@ -51,6 +51,10 @@ PARETO_BLOCK = 512
 """Vectors `pareto_front` checks at once: fewer numpy calls, but pairs within a block cost quadratic memory."""
 
 
+KIND = "kernel"
+"""The kind of the free groups this level makes (their left-out splits are promoted by `promote`)."""
+
+
 @lru_cache(maxsize=1024)
 def _spreads(k: int) -> np.ndarray:
     """Every (a, b) with a * b dividing k, in the order the Sum spread search tries them, (1, 1) first."""
@@ -334,7 +338,7 @@ def family_group(context: Context, family: KernelFamily, group_of: dict[int, Lay
         if fixed:  # the only split left is the input's because a member that must keep its layout says so
             return FrozenGroup(members, parts.held[fixed[0]].in_family(family.gemm_step, fixed[0]))
         return FrozenGroup(members, FreezeReason(Freeze.NO_OTHER_SPLIT, family_step=family.gemm_step))
-    return FreeGroup(members, tuple(candidates), input_index=0, kind="kernel",
+    return FreeGroup(members, tuple(candidates), input_index=0, kind=KIND,
                      left_out=None if left_out is None else left_out.shifted(family.gemm_step))
 
 

@@ -363,6 +363,8 @@ def one_line_errors(command):
         try:
             return command(*args, **kwargs)
         except IpuplanError as error:
+            if isinstance(error, PlanError):  # one the library raised about "<plan>": the file the command read
+                error = error.at(source=" / ".join(str(kwargs[k]) for k in ("plan_path", "old", "new") if k in kwargs))
             explanation = getattr(error, "explanation", None)
             extra = {} if explanation is None else {"explanation": explanation.summary()}
             RUN.fail(f"error: {error}{_also_written(error)}", "infeasible" if error.exit_code == 3 else "error", **extra)

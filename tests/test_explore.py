@@ -56,8 +56,8 @@ def test_up_to_date_outputs_are_skipped_until_forced_or_changed(inputs, tmp_path
 
 
 def test_infeasible_plan_is_a_row_not_a_stop(inputs, tmp_path):
-    rows = explore([inputs / "a.json", inputs / "b.json"], tmp_path / "out", budget=200_000,
-                   interleaved_budget=100_000, time_limit=5)
+    rows = explore([inputs / "a.json", inputs / "b.json"], tmp_path / "out", budget=120_000,
+                   interleaved_budget=60_000, time_limit=5)
     assert {r.status for r in rows} == {"infeasible"}
     assert all("cannot be met at step" in r.error and r.input_peak for r in rows)
 

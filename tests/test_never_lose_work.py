@@ -129,7 +129,7 @@ def test_duplicate_live_ids_and_unknown_versions_are_refused(tmp_path, change, w
 
 def test_json_failures_print_one_object(tmp_path):
     code, stdout, _ = run("optimize", str(REFERENCE), "-o", str(tmp_path / "o.json"), "--json",
-                          "--budget", "200000", "--interleaved-budget", "100000")
+                          "--budget", "120000", "--interleaved-budget", "60000")
     summary = json.loads(stdout)
     assert code == 3 and summary["status"] == "infeasible" and "cannot be met" in summary["error"]
     code, stdout, _ = run("optimize", str(tmp_path / "missing.json"), "-o", str(tmp_path / "o.json"), "--json")

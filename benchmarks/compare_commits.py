@@ -1,6 +1,6 @@
 """End-to-end `ipuplan optimize` of one plan at two commits, in the same run, runs interleaved.
 
-Run:  .venv/bin/python benchmarks/compare_commits.py BEFORE [AFTER] [--plan PLAN] [--repeat N] [-- OPTIONS...]
+Run:  .venv/bin/python benchmarks/compare_commits.py BEFORE [AFTER] [--plan PLAN] [--repeat N] [--options "..."]
 
 Each commit is checked out into a temporary git worktree and run with this interpreter and
 `PYTHONPATH` set to the worktree's `src` (its dependencies are this environment's). The runs
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -66,7 +67,7 @@ def main() -> None:
     parser.add_argument("after", nargs="?", default=None, help="a commit (default: the working tree)")
     parser.add_argument("--plan", type=Path, default=ROOT / "models" / "vit-so400m-finalist-5.json")
     parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("options", nargs="*", default=["--workers", "1"], help="optimize options (after --)")
+    parser.add_argument("--options", default="--workers 1", help="optimize options, one string")
     arguments = parser.parse_args()
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)
@@ -74,12 +75,12 @@ def main() -> None:
         after = worktree(arguments.after, folder) if arguments.after else ROOT
         try:
             trees = {arguments.before: before, arguments.after or "working tree": after}
-            rows = compare(trees, arguments.plan.resolve(), arguments.repeat, arguments.options, folder)
+            rows = compare(trees, arguments.plan.resolve(), arguments.repeat, shlex.split(arguments.options), folder)
         finally:
             drop_worktree(before)
             if arguments.after:
                 drop_worktree(after)
-    print_table(rows, f"ipuplan optimize {arguments.plan.name} {' '.join(arguments.options)}")
+    print_table(rows, f"ipuplan optimize {arguments.plan.name} {arguments.options}")
 
 
 if __name__ == "__main__":

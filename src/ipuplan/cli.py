@@ -140,7 +140,7 @@ class _Console(Console):
 
 stdout = _Console(highlight=False, width=None if sys.stdout.isatty() else 80)
 GRACE = 0.5
-"""Seconds the main thread has to unwind after a signal before the watcher ends the process itself."""
+"""Seconds the main thread has to unwind after a signal before the signal thread ends the process itself."""
 TICK = 2.0
 """Most seconds a long phase stays silent on stderr."""
 
@@ -155,7 +155,7 @@ def _raise_terminated(signum, frame) -> None:
 
 class _Run:
     """What one command has said and written, shared by the main thread, the progress ticker and the signal
-    watcher: the final JSON object or interrupt line is said once, and the files written are named."""
+    thread: the final JSON object or interrupt line is said once, and the files written are named."""
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
@@ -181,7 +181,7 @@ class _Run:
         with self.lock:
             if self.as_json:
                 where = {} if self.source is None else {"input": self.source}
-                self.say_json({**where, "status": status, "error": message, **extra})
+                self.say_json({**where, "status": status, "error": message.removeprefix("error: "), **extra})
             typer.echo(message, err=True)
 
     def interrupted(self, signum: int) -> int:
@@ -204,10 +204,19 @@ class _Run:
 RUN = _Run()
 
 
+@contextmanager
+def recorded(path: Path) -> Iterator[None]:
+    """A write of `path` and its record as written (the interrupt line names it), as one: an interrupt lands before
+    both or after both (the signal thread waits for WRITING)."""
+    with WRITING:
+        yield
+        RUN.written.append(str(path))
+
+
 def write_output(path: Path, content: str | bytes) -> None:
-    """Write one result atomically and remember it (the interrupt line names what was written)."""
-    write_atomically(path, content)
-    RUN.written.append(str(path))
+    """Write one result atomically, and record it."""
+    with recorded(path):
+        write_atomically(path, content)
 
 
 class _Command:
@@ -784,8 +793,8 @@ def report_command(
         progress.phase("render", str(output))
         write_output(output, render_html(facts, candidate_space(facts, scope), other, label))
         if png is not None:
-            render_png(facts, str(png), other, label)
-            RUN.written.append(str(png))
+            with recorded(png):
+                render_png(facts, str(png), other, label)
     typer.echo(f"wrote {output}")
     if png is not None:
         typer.echo(f"wrote {png}")
@@ -812,16 +821,16 @@ def _print_row_done(progress: _Progress, row) -> None:
 def main(args: list[str] | None = None) -> int:
     """The `ipuplan` entry point: a usage error is one line on stderr too (exit 2), not a help box. Without
     `args` this is the program (argv): it then takes SIGINT and SIGTERM itself (`_Command`)."""
-    watcher = _Command() if args is None and threading.current_thread() is threading.main_thread() else None
-    if watcher is not None:
-        watcher.start()
+    command = _Command() if args is None and threading.current_thread() is threading.main_thread() else None
+    if command is not None:
+        command.start()
     try:
         code = _run(args)
     except KeyboardInterrupt:
         code = RUN.interrupted(signal.SIGINT)
     except Terminated:
         code = RUN.interrupted(signal.SIGTERM)
-    return code if watcher is None else watcher.finish(code)
+    return code if command is None else command.finish(code)
 
 
 def _run(args: list[str] | None) -> int:

@@ -53,7 +53,8 @@ class _SignalTaker:
 
     def _take(self) -> None:
         while True:
-            self.on_signal(signal.sigwait(SIGNALS))
+            signum = signal.sigwait(SIGNALS)
+            self.on_signal(signum)  # looked up after the wait: the handler of the moment the signal came
 
 
 TAKER = _SignalTaker()

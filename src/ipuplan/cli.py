@@ -257,18 +257,11 @@ class _Command:
             sys.stderr.flush()
             os._exit(code)
 
-    def finish(self, code: int) -> int:
-        """No interrupt after this; one issued before is raised here, in a call, not after `main` returned."""
+    def close(self) -> None:
+        """No interrupt after this (the check in `on_signal` is under the same lock)."""
         with WRITING:
             self.finished.set()
             TAKER.on_signal = _outside_a_command
-        try:
-            _settle()
-        except KeyboardInterrupt:
-            return RUN.interrupted(signal.SIGINT)
-        except Terminated:
-            return RUN.interrupted(signal.SIGTERM)
-        return code
 
 
 def _inside_ortools(thread: int | None) -> bool:
@@ -825,13 +818,18 @@ def main(args: list[str] | None = None) -> int:
     command = _Command() if args is None and threading.current_thread() is threading.main_thread() else None
     if command is not None:
         command.start()
-    try:
+    try:  # an interrupt raises at the next Python call, wherever that is: every one until the last is in here
         code = _run(args)
+        if command is not None:
+            command.close()
+            _settle()
     except KeyboardInterrupt:
         code = RUN.interrupted(signal.SIGINT)
     except Terminated:
         code = RUN.interrupted(signal.SIGTERM)
-    return code if command is None else command.finish(code)
+    if command is not None:
+        command.finished.set()  # the signal thread's one interrupt is spent: it ends nothing now
+    return code
 
 
 def _run(args: list[str] | None) -> int:

@@ -119,9 +119,6 @@ try:  # newer typer carries its own copy of click, whose errors are the ones rai
 except ImportError:
     from click import exceptions as click_errors
 
-TAKER.on_signal = _outside_a_command
-signal.pthread_sigmask(signal.SIG_SETMASK, _MASK_BEFORE)  # imported by another program: its signals are its own
-
 app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
@@ -858,6 +855,17 @@ def _command_of(error) -> str:
     name = error.ctx.info_name if error.ctx is not None and error.ctx.parent is not None else ""
     return f"{name} " if name else ""
 
+
+def _the_program() -> bool:
+    """Whether this process is the `ipuplan` command (the script, `python -m ipuplan`, or this module run), not a
+    program that imports it: only then do signals stay with TAKER until `main` hands them to the command."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return __name__ == "__main__" or getattr(spec, "name", "") == "ipuplan.__main__" or Path(sys.argv[0]).name == "ipuplan"
+
+
+if not _the_program():  # imported by another program (a test, a notebook): its signals are its own again
+    TAKER.on_signal = _outside_a_command
+    signal.pthread_sigmask(signal.SIG_SETMASK, _MASK_BEFORE)
 
 if __name__ == "__main__":
     sys.exit(main())

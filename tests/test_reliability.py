@@ -354,3 +354,10 @@ def test_a_reader_that_stops_reading_ends_the_run_quietly(tmp_path, command):
     process.stdout.readline()
     process.stdout.close()  # what `head -1` does once it has its line
     assert process.wait(timeout=60) == 141 and process.stderr.read() == b""
+
+
+def test_a_program_that_imports_the_cli_keeps_its_signals():
+    """The command takes SIGINT and SIGTERM from its first line; a program that only imports it gets them back."""
+    code = "import signal, ipuplan.cli; print(sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])))"
+    process = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert process.stdout.strip() == "[]"

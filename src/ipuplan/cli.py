@@ -860,7 +860,7 @@ def _the_program() -> bool:
     """Whether this process is the `ipuplan` command (the script, `python -m ipuplan`, or this module run), not a
     program that imports it: only then do signals stay with TAKER until `main` hands them to the command."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    return __name__ == "__main__" or getattr(spec, "name", "") == "ipuplan.__main__" or Path(sys.argv[0]).name == "ipuplan"
+    return __name__ == "__main__" or getattr(spec, "name", "") == f"{__package__}.__main__" or Path(sys.argv[0]).name == "ipuplan"
 
 
 if not _the_program():  # imported by another program (a test, a notebook): its signals are its own again

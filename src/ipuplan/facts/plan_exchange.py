@@ -381,7 +381,7 @@ def run_counts(shape: tuple[int, ...], dimensions: tuple[int, ...], terms: tuple
     for array, d in along + masks:
         if d >= 0:
             cuts.append(np.add.outer(np.arange(0, total, shape[d] * inner[d]), np.append(0, changes[id(array)]) * inner[d]).ravel())
-    starts = np.unique(np.concatenate(cuts))
+    starts = sorted_unique(np.concatenate(cuts))
 
     def at_starts(array: np.ndarray, d: int) -> np.ndarray:
         return array.ravel()[starts // inner[d] % shape[d]] if d >= 0 else array.ravel()[0]
@@ -392,6 +392,17 @@ def run_counts(shape: tuple[int, ...], dimensions: tuple[int, ...], terms: tuple
     for mask, d in masks:
         count = count * at_starts(mask, d)
     return _per_distance(distance, count)
+
+
+def sorted_unique(numbers: np.ndarray) -> np.ndarray:
+    """The distinct numbers in increasing order: `np.unique` by a sort (numpy 2.4's hashing `np.unique` took a
+    second on the optimised reference plan's flat layouts).
+
+    >>> sorted_unique(np.array([5, 0, 5, 2])).tolist()
+    [0, 2, 5]
+    """
+    ordered = np.sort(numbers)
+    return ordered[np.append(True, ordered[1:] != ordered[:-1])]
 
 
 def coupled_dimensions(rank: int, terms: tuple[Term, ...]) -> list[frozenset[int]]:

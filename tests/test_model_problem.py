@@ -4,10 +4,13 @@ table, on hand-computed numbers."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
+import numpy as np
+import pytest
 from problems import TWO_STEPS, b
 
-from ipuplan.model.problem import StepRow, Usage, term_table
+from ipuplan.model.problem import FORBIDDEN, Edge, StepRow, Usage, term_table
 from ipuplan.plan.budgets import Budgets
 
 # standard limit 150 - 50 = 100, interleaved limit 50, total limit 150 - 30 = 120
@@ -61,3 +64,39 @@ def test_with_limits_shares_the_table_and_changes_only_the_budgets():
     assert budgeted.table is table and budgeted.limits == BUDGETS.limits
     assert budgeted.without_budgets() == TWO_STEPS
 
+
+
+# TWO_STEPS with an edge between its groups: the pair (A, B) = (1, 0) is forbidden, (1, 1) costs 7.
+PAIRED = replace(TWO_STEPS, exchange=((0, 3), (2, 0)), edges=(Edge(0, 1, b(0, 1, FORBIDDEN, 7).reshape(2, 2)),))
+
+
+def test_exchange_of_adds_each_edge_s_pair_to_the_candidates_exchange():
+    assert [PAIRED.exchange_of(c) for c in itertools.product(range(2), range(2))] == [2, 1, 3 + FORBIDDEN + 2, 3 + 7]
+    assert [PAIRED.forbidden_in(c) for c in itertools.product(range(2), range(2))] == [0, 0, 1, 0]
+
+
+def test_forbidden_candidates_are_counted_too():
+    forbidden = replace(PAIRED, exchange=((0, 3), (FORBIDDEN, 0)))
+    assert forbidden.forbidden_in((1, 0)) == 2 and forbidden.forbidden_in((0, 1)) == 0
+
+
+def test_an_edge_must_join_two_groups_with_a_matrix_of_their_candidates():
+    with pytest.raises(ValueError):
+        Edge(1, 1, b(0).reshape(1, 1))
+    with pytest.raises(ValueError):
+        replace(TWO_STEPS, edges=(Edge(0, 1, b(0, 1, 2).reshape(1, 3)),))
+
+
+def test_edges_are_in_the_fingerprint_and_kept_by_other_budgets():
+    assert PAIRED.fingerprint() != replace(PAIRED, edges=()).fingerprint()
+    other = replace(PAIRED, edges=(Edge(0, 1, b(0, 1, FORBIDDEN, 8).reshape(2, 2)),))
+    assert PAIRED.fingerprint() != other.fingerprint()
+    assert PAIRED.with_limits(BUDGETS.limits).edges == PAIRED.edges
+
+
+def test_a_relaxation_s_virtual_candidate_costs_nothing_on_its_edges():
+    left = replace(PAIRED, left_out=(((0, b(5), b(0)),), ()))
+    relaxed = left.relaxation({0: np.array([True])})
+    assert relaxed.candidate_counts == (3, 2)
+    assert relaxed.edges[0].costs.tolist() == [[0, 1], [FORBIDDEN, 7], [0, 0]]
+    assert relaxed.exchange_of((2, 0)) == 2 and relaxed.forbidden_in((2, 0)) == 0

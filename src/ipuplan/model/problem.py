@@ -2,9 +2,10 @@
 
 A `Problem` is indices and integers only (no plan, no layout): per free group the number of
 candidates and which one is the input; per kept step the constant bytes of each class and, per
-live group, its bytes per candidate; per candidate its exchange bytes; the budget `Limit`s; and,
-per kept step, the bytes of the legal choices a cap left out of a group's candidates (bound-only:
-no solver picks one, `Problem.relaxation` counts them so that a bound covers the whole scope).
+live group, its bytes per candidate; per candidate its exchange bytes, and per `Edge` between two groups the cost of
+each pair of their candidates; the budget `Limit`s; and, per kept step, the bytes of the legal choices a cap left out
+of a group's candidates (bound-only: no solver picks one, `Problem.relaxation` counts them so that a bound covers the
+whole scope). A cost at or above `FORBIDDEN` is a choice no solver may make.
 `model.build` makes one from a plan's facts and candidate space; a solver imports only this.
 """
 
@@ -17,6 +18,10 @@ from functools import cached_property
 import numpy as np
 
 from ipuplan.plan.budgets import Limit, excess
+
+FORBIDDEN = 10**15
+"""A cost (of a candidate or of a pair) at or above this is a choice that must never be made. IOPDDL instances write
+such choices at about 1e18; a solver never prices them, it leaves them out."""
 
 Terms = tuple[tuple[int, np.ndarray, np.ndarray], ...]
 """(group index, standard bytes per choice, interleaved bytes per choice), per group live at a row."""
@@ -148,6 +153,36 @@ def term_table(rows: tuple[StepRow, ...]) -> TermTable:
         constant_interleaved=np.array([row.interleaved for row in rows], dtype=np.int64))
 
 
+@dataclass(frozen=True, eq=False)
+class Edge:
+    """A cost per pair of candidates of two groups: what the pair (choice[a], choice[b]) adds to the exchange."""
+
+    a: int
+    b: int
+    """Group indices, distinct."""
+    costs: np.ndarray
+    """int64, shape (candidate_counts[a], candidate_counts[b])."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "costs", np.asarray(self.costs, dtype=np.int64))
+        if self.a == self.b or self.costs.ndim != 2:
+            raise ValueError(f"an edge joins two distinct groups with a matrix: {self.a}, {self.b}, {self.costs.shape}")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Edge) and (self.a, self.b) == (other.a, other.b) and np.array_equal(self.costs,
+                                                                                                      other.costs)
+
+    def __hash__(self) -> int:
+        return hash((self.a, self.b, self.costs.shape, self.costs.tobytes()))
+
+    def oriented(self, group: int) -> np.ndarray:
+        """The costs with `group`'s candidates as rows."""
+        return self.costs if group == self.a else self.costs.T
+
+    def other(self, group: int) -> int:
+        return self.b if group == self.a else self.a
+
+
 @dataclass(frozen=True)
 class Problem:
     """What a solver sees. Choice `c` of group `g` is an index into its candidates."""
@@ -165,6 +200,14 @@ class Problem:
     left_out: tuple[Terms, ...] = ()
     """Bound-only choices, per row of `rows`: (group, standard, interleaved bytes per choice) of the legal choices a
     cap left out of a group's candidates. No solver picks one; `relaxation` counts them. Empty: none left out."""
+    edges: tuple[Edge, ...] = ()
+    """Pairwise exchange: per edge, the cost of each pair of its two groups' candidates (empty: none)."""
+
+    def __post_init__(self) -> None:
+        for edge in self.edges:
+            if edge.costs.shape != (self.candidate_counts[edge.a], self.candidate_counts[edge.b]):
+                raise ValueError(f"edge {edge.a}-{edge.b}: costs {edge.costs.shape} for candidate counts "
+                                 f"{self.candidate_counts[edge.a]}, {self.candidate_counts[edge.b]}")
 
     @property
     def groups(self) -> int:
@@ -196,6 +239,9 @@ class Problem:
             for g, standard, interleaved in terms:
                 digest.update(np.array([g, len(standard)], dtype="<i8").tobytes())
                 digest.update(standard.astype("<i8").tobytes() + interleaved.astype("<i8").tobytes())
+        for edge in self.edges:  # no edge: the digest of a problem written before edges existed
+            digest.update(np.array([edge.a, edge.b, *edge.costs.shape], dtype="<i8").tobytes())
+            digest.update(edge.costs.astype("<i8").tobytes())
         table = self.table
         for figures in (table.group, table.start, table.standard, table.interleaved, table.row, table.term,
                         table.constant_standard, table.constant_interleaved):
@@ -215,7 +261,14 @@ class Problem:
         return int(self.row_peaks[1].max(initial=0))
 
     def exchange_of(self, choice: tuple[int, ...]) -> int:
-        return sum(self.exchange[g][c] for g, c in enumerate(choice))
+        """Each group's exchange at its candidate plus each edge's cost at the pair chosen (exact integers)."""
+        return sum(int(self.exchange[g][c]) for g, c in enumerate(choice)) + sum(
+            int(edge.costs[choice[edge.a], choice[edge.b]]) for edge in self.edges)
+
+    def forbidden_in(self, choice: tuple[int, ...]) -> int:
+        """How many of the choice's candidates and pairs cost `FORBIDDEN` or more: 0 for a choice that may be made."""
+        return sum(self.exchange[g][c] >= FORBIDDEN for g, c in enumerate(choice)) + sum(
+            int(edge.costs[choice[edge.a], choice[edge.b]] >= FORBIDDEN) for edge in self.edges)
 
     @cached_property
     def tie_weight(self) -> int:
@@ -229,17 +282,20 @@ class Problem:
 
     def relaxation(self, alive: dict[int, np.ndarray]) -> Problem | None:
         """The problem with one more candidate for each group with `alive` left-out choices (`alive_left_out`): per
-        row and class the least bytes of those choices, no exchange. Every such choice has at least those bytes at
-        every row, so the relaxation's least peak bounds that of every choice of the whole scope that `alive` keeps,
-        and budgets it cannot meet, none of those meets. None when no left-out choice is alive."""
+        row and class the least bytes of those choices, no exchange (a row or column of zeros on each of its edges).
+        Every such choice has at least those bytes at every row, so the relaxation's least peak bounds that of every
+        choice of the whole scope that `alive` keeps, and budgets it cannot meet, none of those meets. None when no
+        left-out choice is alive."""
         virtual = frozenset(g for g, mask in alive.items() if mask.any())
         if not virtual:
             return None
         rows = tuple(_with_virtual(row, left_out, alive, virtual, self.candidate_counts)
                      for row, left_out in zip(self.rows, self.left_out))
+        edges = tuple(Edge(e.a, e.b, np.pad(e.costs, ((0, int(e.a in virtual)), (0, int(e.b in virtual)))))
+                      for e in self.edges)
         return replace(self, candidate_counts=tuple(n + (g in virtual) for g, n in enumerate(self.candidate_counts)),
                        rows=rows, exchange=tuple((*costs, 0) if g in virtual else costs
-                                                 for g, costs in enumerate(self.exchange)), left_out=())
+                                                 for g, costs in enumerate(self.exchange)), left_out=(), edges=edges)
 
 
 def _with_virtual(row: StepRow, left_out: Terms, alive: dict[int, np.ndarray], virtual: frozenset[int],

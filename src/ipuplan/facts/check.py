@@ -7,8 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
-from itertools import product
 from math import prod
+
+import numpy as np
 
 from ipuplan.facts.attention_families import attention_problems
 from ipuplan.facts.dataflow import Dataflow
@@ -65,11 +66,17 @@ def placement_problem(layout: Layout, chip_tiles: int) -> str | None:
         return None
     if max(sum((p - 1) * s for p, s in placed), 0) >= layout.tile_count:
         return f"tile strides place a shard beyond tile {layout.tile_count - 1}"
-    counts = [p for p, _ in placed]
-    offsets = {sum(i * s for i, (_, s) in zip(index, placed)) for index in product(*(range(p) for p in counts))}
-    if len(offsets) != prod(counts):
+    if len(np.unique(shard_offsets(placed))) != prod(p for p, _ in placed):
         return "tile strides put two shards on one tile"
     return None
+
+
+def shard_offsets(placed: list[tuple[int, int]]) -> np.ndarray:
+    """The tile offset of every shard of (partitions, stride) axes: all sums of one `index x stride` per axis."""
+    offsets = np.zeros(1, dtype=np.int64)
+    for partitions, stride in placed:
+        offsets = np.add.outer(offsets, np.arange(partitions, dtype=np.int64) * stride).ravel()
+    return offsets
 
 
 @lru_cache(maxsize=65536)

@@ -46,6 +46,18 @@ BLOCK_FREE_ORDERS = frozenset({"RowMajor"})
 """Orders whose text holds no block size: a family all of these orders may take smaller blocks."""
 
 
+@dataclass(frozen=True)
+class _SplitsAt:
+    """Split `i` of the search as ((block, partitions) per axis): built only for the splits the front keeps, not
+    for every row of every block choice's grid."""
+
+    blocks: np.ndarray
+    partitions: np.ndarray
+
+    def __getitem__(self, i: int) -> tuple[tuple[int, int], ...]:
+        return tuple(zip(self.blocks[i].tolist(), self.partitions[i].tolist()))
+
+
 class _Cuts:
     """The family's tiled dimensions, the partition counts each may take, and the shard sizes a split gives, for
     one choice of block sizes."""
@@ -123,16 +135,18 @@ def splits_of(facts: PlanFacts, family: ElementwiseFamily, members: rules.Layout
     A split off the front is dominated: a split of the front has, member by member, no more bytes."""
     first = _Cuts(facts, family)
     own = tuple((axis.block_size, axis.partitions) for axis in first.own.axes)
-    found, vectors = [], []
+    block_rows, grids, vectors = [], [], []
     for blocks in first.block_choices():
         cuts = _Cuts(facts, family, blocks)
         grid = split_grid(cuts.options(), facts.plan.tile_count // cuts.layout.replicas)
-        found += [tuple(zip(blocks, row)) for row in grid.tolist()]
+        block_rows.append(np.tile(np.array(blocks, dtype=np.int64), (len(grid), 1)))
+        grids.append(grid)
         vectors.append(cuts.vectors(grid))
-    if not found:
+    if not any(len(grid) for grid in grids):
         return SplitSearch([own], [], {})
     vectors = np.concatenate(vectors)
     front = np.array(pareto_front(vectors), dtype=np.int64)
+    found = _SplitsAt(np.concatenate(block_rows), np.concatenate(grids))
     kept = front
     if len(front) > MAX_SPLITS:
         order = np.argsort(vectors[front].sum(axis=1), kind="stable")

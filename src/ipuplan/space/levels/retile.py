@@ -17,7 +17,14 @@ from math import prod
 from ipuplan.facts.estimate import shard_bytes
 from ipuplan.plan.debug_syntax import Atom, Call, Struct, int_atom
 from ipuplan.plan.layout import Axis, AxisTiling, Layout
-from ipuplan.space.levels.storage import in_both_classes, level_with, partition_options, retilings, spread_sizes
+from ipuplan.space.levels.storage import (
+    in_both_classes,
+    level_with,
+    partition_options,
+    partition_sizes,
+    spread_sizes,
+    tiling,
+)
 from ipuplan.space.strides import with_stride_choices
 
 FLAT_BLOCK = 4
@@ -78,8 +85,9 @@ def retiled_options(layout: Layout, shape: tuple[int, ...], element_size: int, t
     # flat sizes, so only the ones `spread_sizes` keeps are built
     by_size: dict[int, Layout | int] = {}
     for variant in (layout, *block_variants(layout)):
-        for option, size in retilings(variant, shape, element_size, tiles):
-            by_size.setdefault(size, option)
+        for partitions, size in partition_sizes(variant, shape, element_size, tiles):
+            if size not in by_size:
+                by_size[size] = tiling(variant, partitions, tiles)
     for partitions, size in flat_sizes(shape, element_size, tiles):
         if size <= original:
             by_size.setdefault(size, partitions)

@@ -74,17 +74,34 @@ def placed_strides(layout: Layout, partitions: tuple[int, ...]) -> tuple[int | N
     return tuple(strides)
 
 
-def retilings(layout: Layout, shape: tuple[int, ...], element_size: int, tiles: int) -> list[tuple[Layout, int]]:
-    """(layout, shard bytes): `layout` with the fewest tiles for each distinct shard size no larger than its own."""
+def partition_sizes(layout: Layout, shape: tuple[int, ...], element_size: int,
+                    tiles: int) -> list[tuple[tuple[int, ...], int]]:
+    """(partitions, shard bytes) of `layout`'s partition vectors whose shard is no larger than its own: sized
+    without building a layout, as most of them share a size with another and are never built."""
     original = shard_bytes(shape, element_size, layout)
-    tiled = []
+    found = []
     for partitions in partition_vectors(shape, layout, tiles):
-        replicas = max(1, min(layout.replicas, tiles // prod(partitions)))
-        option = layout.with_tiling(partitions, placed_strides(layout, partitions), replicas)
-        size = shard_bytes(shape, element_size, option)
+        size = shard_bytes_at(layout, shape, element_size, partitions)
         if size <= original:
-            tiled.append((option, size))
-    return tiled
+            found.append((partitions, size))
+    return found
+
+
+def shard_bytes_at(layout: Layout, shape: tuple[int, ...], element_size: int, partitions: tuple[int, ...]) -> int:
+    """`shard_bytes` of `layout` cut into `partitions`, without building that layout."""
+    extents = list(shape)
+    for axis, parts in zip(layout.axes, partitions, strict=True):
+        dimension = axis.axis.dimension(len(shape))
+        if dimension is None:
+            return axis.extent_of_blocks(axis.blocks(prod(shape)), parts) * element_size
+        extents[dimension] = axis.extent_of_blocks(axis.blocks(shape[dimension]), parts)
+    return prod(extents) * element_size
+
+
+def tiling(layout: Layout, partitions: tuple[int, ...], tiles: int) -> Layout:
+    """`layout` cut into `partitions`, as many of its replicas as the tiles hold, strides in the input's order."""
+    replicas = max(1, min(layout.replicas, tiles // prod(partitions)))
+    return layout.with_tiling(partitions, placed_strides(layout, partitions), replicas)
 
 
 def spread_sizes(tiled: list[tuple[Layout, int]]) -> list[Layout]:

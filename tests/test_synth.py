@@ -9,7 +9,7 @@ from ipuplan.cli import app
 from ipuplan.facts.check import check
 from ipuplan.facts.dataflow import dataflow
 from ipuplan.facts.estimate import estimate
-from ipuplan.workbench.synth import repeat_layers, unroll, with_budget_factor
+from ipuplan.workbench.synth import MAX_VALUES, repeat_layers, unroll, with_budget_factor
 
 
 def test_identity_cases_are_byte_identical(reference_plan):
@@ -51,6 +51,14 @@ def test_bad_requests(reference_plan):
         repeat_layers(reference_plan, 1)
     with pytest.raises(PlanError, match="at least 1"):
         unroll(reference_plan, 0)
+
+
+def test_a_size_synth_cannot_hold_is_refused_before_it_is_built(reference_plan):
+    copies = MAX_VALUES // len(reference_plan.values) + 1
+    with pytest.raises(PlanError, match=f"{copies} unrolled copies would make a plan of {copies * 176:,} values"):
+        unroll(reference_plan, copies)
+    with pytest.raises(PlanError, match="10000000 layers would make a plan of .* values; synth makes at most"):
+        repeat_layers(reference_plan, 10_000_000)
 
 
 def test_synth_cli(tmp_path):

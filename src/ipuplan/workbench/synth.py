@@ -21,6 +21,15 @@ from ipuplan.plan.format import Plan, Value
 from ipuplan.replan.rewrite import with_budgets, with_derived_fields
 
 _REPEAT = re.compile(r"^Repeat (\d+) boundary$")
+
+MAX_VALUES = 1_000_000
+"""The most values a plan made here may have: about 5x the largest plan the scaling benchmark optimises (its
+200,640 values take synth 26 s and 1 GB, both linear in the size), so one such plan fits a 24 GB machine."""
+
+
+def _within_size(values: int, request: str) -> None:
+    if values > MAX_VALUES:
+        raise PlanError(f"{request} would make a plan of {values:,} values; synth makes at most {MAX_VALUES:,}")
 _OPERATION = re.compile(rf"^{INTERMEDIATE_PREFIX}(\d+)(.*)$")
 
 
@@ -41,9 +50,10 @@ def repeat_layers(plan: Plan, layers: int) -> Plan:
     values = list(plan.values)
     live = [list(step.live) for step in plan.steps]
     next_origin = max(v.origin for v in values) + 1
-    for members in flow.bindings.values():
-        if not members or not set(members) <= inputs or len(members) != current:
-            continue
+    layered = [members for members in flow.bindings.values()
+               if members and set(members) <= inputs and len(members) == current]
+    _within_size(len(values) + len(layered) * (layers - current), f"{layers} layers")
+    for members in layered:
         last = values[members[-1]]
         for layer in range(current, layers):
             new_id = len(values)
@@ -79,6 +89,7 @@ def unroll(plan: Plan, copies: int) -> Plan:
     """The program `copies` times in a row; copy c's parameters arrive during copy c-1's tail."""
     if copies < 1:
         raise PlanError("copies must be at least 1")
+    _within_size(copies * len(plan.values), f"{copies} unrolled copies")
     count, length = len(plan.values), len(plan.steps)
     source_shift = max((s.source for s in plan.steps), default=0) + 1
     group_shift = max(v.storage_group for v in plan.values) + 1

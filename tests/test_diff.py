@@ -24,7 +24,8 @@ def test_diff_lists_every_changed_value_and_the_peak(reference_plan, optimised):
     assert qkv.new_bytes < qkv.old_bytes
     lines = diff_lines(result)
     assert lines[0].startswith("value 8 vit.encoder.layer0.attention.qkv.weight: partitions [36, 4] -> ")
-    assert lines[-1].startswith("15 values and 0 operations changed; raw peak 367,216 (step 47) -> 176,740")
+    assert lines[-2].startswith("15 values and 0 operations changed; raw peak 367,216 (step 47) -> 176,740")
+    assert lines[-1].startswith("exchange 699,219,304 -> ")
 
 
 def test_diff_shows_operation_text_changes(reference_plan):
@@ -44,4 +45,4 @@ def test_diff_cli(tmp_path, optimised):
     write_plan(optimised, better)
     result = CliRunner().invoke(app, ["diff", str(REFERENCE), str(better)])
     assert result.exit_code == 0
-    assert len(result.stdout.splitlines()) == 16
+    assert len(result.stdout.splitlines()) == 17  # 15 values, the peak, the exchange

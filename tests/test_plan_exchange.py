@@ -7,12 +7,17 @@ result element and result replica, whether the source holds that element there.
 
 from __future__ import annotations
 
+import json
 from itertools import product
 from math import prod
 
 import numpy as np
 import pytest
+from reference import REFERENCE
+from typer.testing import CliRunner
 
+from ipuplan import load_plan
+from ipuplan.cli import app
 from ipuplan.facts.plan_exchange import MOVER, REDUCTION, plan_exchange, replica_offsets, step_bytes
 from ipuplan.facts.plan_facts import plan_facts
 from ipuplan.plan.debug_syntax import Atom
@@ -22,6 +27,7 @@ from ipuplan.plan.operation import parse_operation
 WHOLE_COPY = "Copy { mapping: CoordinateMapping { offsets: [], view: None }, reuse_local: true }"
 RETILE = "Convert DirectRetile"
 REDUCE = "Sum { axis: 0, staging: Complete }"
+runner = CliRunner()
 
 
 def _view(reverse: bool, factor: int = 4) -> str:
@@ -272,3 +278,69 @@ def test_the_reference_plan_small_steps_match_the_element_by_element_count(refer
         assert priced.bytes == expected, priced
         checked += 1
     assert checked >= 14
+
+
+REPORTED_BEFORE = 699_219_304
+"""The reference plan's exchange, as `test_the_reference_plan_every_step_priced_once` counts it."""
+
+
+@pytest.mark.parametrize("scope", ["storage", "kernels", "full"])
+@pytest.mark.parametrize("objective", ["peak", "fit"])
+def test_optimize_reports_the_exact_exchange_of_its_input_and_of_the_plan_it_writes(tmp_path, objective, scope):
+    out = tmp_path / "out.json"
+    result = runner.invoke(app, ["optimize", str(REFERENCE), "-o", str(out), "--workers", "1", "--json",
+                                 "--objective", objective, "--scope", scope])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    written = plan_exchange(load_plan(out))
+    assert (summary["exchange_bytes_before"], summary["exchange_bytes_after"]) == (REPORTED_BEFORE, written.total)
+    assert summary["exchange_bytes_added"] == written.total - REPORTED_BEFORE
+    assert summary["exchange"]["output"] == {"total": written.total, "movers": written.movers,
+                                             "reductions": written.reductions, "unpriced": []}
+    assert summary["model_exchange_bytes_after"] != written.total  # the optimiser's proxy, under its own name
+
+
+def test_diff_shows_the_change_of_the_two_plans_exchange(tmp_path):
+    out = tmp_path / "out.json"
+    assert runner.invoke(app, ["optimize", str(REFERENCE), "-o", str(out), "--workers", "1"]).exit_code == 0
+    after = plan_exchange(load_plan(out))
+    lines = runner.invoke(app, ["diff", str(REFERENCE), str(out)]).stdout.splitlines()
+    delta = after.total - REPORTED_BEFORE
+    assert lines[-1].startswith(f"exchange 699,219,304 -> {after.total:,} bytes, {delta:+,} (")
+    assert f"reductions 114,212,000 -> {after.reductions:,}" in lines[-1]
+
+
+def test_check_json_and_show_carry_the_plans_exchange():
+    summary = json.loads(runner.invoke(app, ["check", "--json", str(REFERENCE)]).stdout)
+    assert summary["status"] == "consistent" and summary["mismatches"] == []
+    assert summary["exchange"] == {"total": 699_219_304, "movers": 585_007_304, "reductions": 114_212_000,
+                                   "unpriced": []}
+    shown = runner.invoke(app, ["show", str(REFERENCE)]).stdout
+    assert "699,219,304 B" in shown and "585,007,304 B" in shown and "114,212,000 B" in shown
+
+
+def test_check_json_of_a_plan_with_mismatches_exits_1_with_them_and_its_exchange(tmp_path):
+    raw = json.loads(REFERENCE.read_text())
+    raw["timeline"]["values"][20]["bytes"] += 1
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(raw))
+    result = runner.invoke(app, ["check", "--json", str(bad)])
+    summary = json.loads(result.stdout)
+    assert result.exit_code == 1 and summary["status"] == "mismatches"
+    assert summary["mismatches"][0]["where"].startswith("value 20") and summary["mismatches"][0]["stored"] == 30_721
+    assert summary["exchange"]["total"] == REPORTED_BEFORE
+
+
+def test_the_sweep_carries_each_points_exact_exchange(reference_plan):
+    from ipuplan.replan.rewrite import rewrite
+    from ipuplan.replan.sweep import sweep
+
+    found = []
+    front = sweep(reference_plan, workers=1, scope="kernels", max_points=3, on_point=found.append)
+    assert front.input_exchange == REPORTED_BEFORE and len(front.points) == len(found) > 1
+    prepared = front.prepared
+    for point, solved in zip(front.points, found):
+        written = rewrite(prepared.facts, prepared.space, solved.choice, prepared.facts.budgets).plan
+        assert point.exchange_bytes == plan_exchange(written).total  # the plan the point would write
+        assert point.exchange_added == point.exchange_bytes - REPORTED_BEFORE
+        assert point.model_exchange_bytes == solved.exchange_bytes  # the proxy the front is walked by

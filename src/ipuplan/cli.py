@@ -84,6 +84,7 @@ from ipuplan.errors import InfeasibleBudget, IpuplanError, OutputError, PlanErro
 from ipuplan.facts.check import check
 from ipuplan.facts.dataflow import dataflow
 from ipuplan.facts.estimate import estimate
+from ipuplan.facts.plan_exchange import plan_exchange
 from ipuplan.facts.plan_facts import plan_facts
 from ipuplan.plan.format import dump_plan, load_plan
 from ipuplan.plan.outputs import WRITING, captured_file, require_outputs, write_atomically
@@ -99,6 +100,7 @@ from ipuplan.report.html import (
     sweep_html,
 )
 from ipuplan.report.text import (
+    check_summary,
     contributors_table,
     explanation_lines,
     explore_table,
@@ -434,12 +436,21 @@ class _Progress:
 
 @app.command("check")
 @one_line_errors
-def check_command(plan_path: PlanPath) -> None:
+def check_command(
+    plan_path: PlanPath,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object: the mismatches and the plan's "
+                                          "exact exchange.")] = False,
+) -> None:
     """Recompute every derived field and report each mismatch (exit 1 if any)."""
     started = time.perf_counter()
-    with _Progress(quiet=False, name="check").ticking():
+    with _Progress(quiet=as_json, name="check").ticking():
         plan = load_plan(plan_path)
-        mismatches = check(plan)
+        facts = plan_facts(plan)
+        mismatches = check(plan, facts)
+        exchange = plan_exchange(plan, facts) if as_json else None
+    if as_json:
+        RUN.say_json(check_summary(str(plan_path), plan, mismatches, exchange, time.perf_counter() - started))
+        raise typer.Exit(1 if mismatches else 0)
     for mismatch in mismatches:
         typer.echo(f"{plan_path}: {mismatch}")
     elapsed = time.perf_counter() - started
@@ -455,11 +466,13 @@ def show_command(
     plan_path: PlanPath,
     top: Annotated[int, typer.Option(min=1, help="How many contributors to list.")] = 12,
 ) -> None:
-    """Scope, budgets, peaks with their steps, fit, and the top contributors at the peak."""
+    """Scope, budgets, peaks with their steps, fit, the exact exchange, and the top contributors at the peak."""
     with _Progress(quiet=False, name="show").ticking():
         plan = load_plan(plan_path)
-        result = estimate(plan)
-    print_table(summary_table(plan, result))
+        facts = plan_facts(plan)
+        exchange = plan_exchange(plan, facts)
+    result = facts.estimate
+    print_table(summary_table(plan, result, exchange))
     print_table(contributors_table(plan, result, result.total_peak_step, top))
 
 
@@ -502,8 +515,9 @@ def optimize_command(
         parser=_output_path, help="Write the CP-SAT model (text proto) here, for debugging.")] = None,
     report: ReportFile = None,
 ) -> None:
-    """Minimise the peak per-tile usage (or, with --objective fit, the exchange that meets the budgets) and write
-    the rewritten plan (exit 3 if the budgets cannot be met; with --best-effort the least-bad plan is written)."""
+    """Minimise the peak per-tile usage (or, with --objective fit, the optimiser's exchange proxy while meeting the
+    budgets) and write the rewritten plan (exit 3 if the budgets cannot be met; with --best-effort the least-bad plan
+    is written). The summary gives the exact exchange of the input and of the written plan."""
     target = _target(plan_path, output, in_place)
     require_outputs({"-o": target, "--report": report, "--dump-model": dump_model}, inputs=_inputs(plan_path, options),
                     force=force, in_place=in_place)
@@ -684,7 +698,7 @@ def sweep_command(
 
 
 def _print_point(progress: _Progress, point) -> None:
-    progress.line(f"  point  peak {point.peak:>12,}  exchange {point.exchange_bytes:>16,}  {point.seconds:6.2f} s")
+    progress.line(f"  point  peak {point.peak:>12,}  model's exchange proxy {point.exchange_bytes:>16,}  {point.seconds:6.2f} s")
 
 
 @app.command("synth")

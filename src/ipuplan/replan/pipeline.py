@@ -12,10 +12,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from ipuplan.errors import InfeasibleBudget, PlanError
 from ipuplan.facts.check import ValueChange, check, value_changes
 from ipuplan.facts.estimate import Estimate
+from ipuplan.facts.plan_exchange import PlanExchange, plan_exchange
 from ipuplan.facts.plan_facts import PlanFacts, plan_facts
 from ipuplan.model.build import Widening, problem_of
 from ipuplan.model.objective import Objective
@@ -121,15 +123,17 @@ class OptimizeResult:
     found): its report reads them instead of inferring them again."""
     solve: SolveResult
     changes: tuple[ValueChange, ...]
-    exchange_bytes_added: int
     note: str
     explanation: Explanation | None = None
     """Why the budgets cannot be met (with `best_effort`, when they could not)."""
     shortfall: tuple[Shortfall, ...] = ()
     """Where the returned plan exceeds its budgets (best effort, or an input returned unchanged)."""
-    exchange_before: int = 0
-    """Bytes the movers send at the input's layouts (the `fit` objective's figure)."""
-    exchange_after: int = 0
+    model_exchange_before: int = 0
+    """The optimiser's own exchange figure at the input's layouts: what `fit` and the tie-break minimise (each
+    candidate priced against the other side of a move at its input layout, reductions unpriced). Not the plan's
+    exchange: that is `exchange_before`."""
+    model_exchange_after: int = 0
+    """The optimiser's own exchange figure at the returned plan's layouts (not the plan's: `exchange_after`)."""
     model_fingerprint: str = ""
     """sha256 of the integers the solver saw: equal fingerprints, equal models."""
     solution_fingerprint: str = ""
@@ -138,6 +142,31 @@ class OptimizeResult:
     @property
     def plan(self) -> Plan:
         return self.facts.plan
+
+    @cached_property
+    def input_exchange(self) -> PlanExchange:
+        """The exact exchange of the input plan (docs/EXCHANGE.md), computed when first asked for."""
+        return plan_exchange(self.prepared.facts.plan, self.prepared.facts)
+
+    @cached_property
+    def output_exchange(self) -> PlanExchange:
+        """The exact exchange of the returned plan, the one that is written (docs/EXCHANGE.md)."""
+        return plan_exchange(self.plan, self.facts)
+
+    @property
+    def exchange_before(self) -> int:
+        """Bytes the input's mover and reduction steps send between tiles, each step once."""
+        return self.input_exchange.total
+
+    @property
+    def exchange_after(self) -> int:
+        """Bytes the returned plan's mover and reduction steps send between tiles, each step once."""
+        return self.output_exchange.total
+
+    @property
+    def exchange_bytes_added(self) -> int:
+        """The returned plan's exchange less the input's (negative: it sends less)."""
+        return self.exchange_after - self.exchange_before
 
     @property
     def before(self) -> Estimate:
@@ -303,10 +332,9 @@ def _result(prepared: Prepared, solved: SolveResult, explanation: Explanation | 
     after, note = _result_facts(prepared, solved)
     changes = value_changes(facts.plan, after.plan, facts.estimate, after.estimate)
     choice = solved.choice if changes else problem.input_choice
-    before_exchange, after_exchange = problem.exchange_of(problem.input_choice), problem.exchange_of(choice)
     return OptimizeResult(
-        prepared, after, solved, changes, after_exchange - before_exchange, note, explanation=explanation,
-        shortfall=shortfall(after.estimate, facts.budgets), exchange_before=before_exchange,
-        exchange_after=after_exchange, model_fingerprint=problem.fingerprint(),
+        prepared, after, solved, changes, note, explanation=explanation,
+        shortfall=shortfall(after.estimate, facts.budgets), model_exchange_before=problem.exchange_of(problem.input_choice),
+        model_exchange_after=problem.exchange_of(choice), model_fingerprint=problem.fingerprint(),
         solution_fingerprint=solution_fingerprint(choice),
     )

@@ -6,7 +6,9 @@ from dataclasses import dataclass
 
 from ipuplan.errors import PlanError
 from ipuplan.facts.check import ValueChange, value_changes
-from ipuplan.facts.estimate import Estimate, estimate
+from ipuplan.facts.estimate import Estimate
+from ipuplan.facts.plan_exchange import PlanExchange, plan_exchange
+from ipuplan.facts.plan_facts import plan_facts
 from ipuplan.plan.format import Plan
 from ipuplan.plan.layout import parse_layout
 
@@ -24,6 +26,9 @@ class PlanDiff:
     operations: tuple[OperationDiff, ...]
     before: Estimate
     after: Estimate
+    exchange_before: PlanExchange
+    """The old plan's exact exchange (docs/EXCHANGE.md)."""
+    exchange_after: PlanExchange
 
 
 def tiling(layout: str) -> tuple[tuple[int, ...], tuple[int | None, ...]]:
@@ -33,17 +38,19 @@ def tiling(layout: str) -> tuple[tuple[int, ...], tuple[int | None, ...]]:
 
 
 def diff_plans(old: Plan, new: Plan) -> PlanDiff:
-    """Per changed value its tiling, class and bytes; per changed operation its text; both estimates."""
+    """Per changed value its tiling, class and bytes; per changed operation its text; both estimates and both
+    exact exchanges."""
     if len(old.values) != len(new.values) or len(old.steps) != len(new.steps):
         raise PlanError(
             f"plans of different programs ({len(old.values)} vs {len(new.values)} values, "
             f"{len(old.steps)} vs {len(new.steps)} steps): diff compares re-plans of one scope"
         )
-    before, after = estimate(old), estimate(new)
+    before, after = plan_facts(old), plan_facts(new)
     operations = tuple(
         OperationDiff(a.index, a.operation, b.operation) for a, b in zip(old.steps, new.steps) if a.operation != b.operation
     )
-    return PlanDiff(value_changes(old, new, before, after), operations, before, after)
+    return PlanDiff(value_changes(old, new, before.estimate, after.estimate), operations, before.estimate,
+                    after.estimate, plan_exchange(old, before), plan_exchange(new, after))
 
 
 def _strides(strides: tuple[int | None, ...]) -> str:
@@ -70,7 +77,17 @@ def diff_lines(result: PlanDiff) -> list[str]:
         f"{before.raw_peak:,} (step {before.total_peak_step}) -> {after.raw_peak:,} (step {after.total_peak_step}), "
         f"{delta:+,} bytes ({delta / max(before.raw_peak, 1):+.1%}); fits {_fits(before)} -> {_fits(after)}"
     )
-    return lines
+    return [*lines, exchange_line(result.exchange_before, result.exchange_after)]
+
+
+def exchange_line(before: PlanExchange, after: PlanExchange) -> str:
+    """The exact exchange of both plans and its change, with movers and reductions apart (and what is unpriced)."""
+    delta = after.total - before.total
+    line = (f"exchange {before.total:,} -> {after.total:,} bytes, {delta:+,} ({delta / max(before.total, 1):+.1%}): "
+            f"movers {before.movers:,} -> {after.movers:,}, reductions {before.reductions:,} -> {after.reductions:,}")
+    if before.unpriced or after.unpriced:
+        line += f"; unpriced steps {len(before.unpriced)} -> {len(after.unpriced)} (not in the figures)"
+    return line
 
 
 def _fits(result: Estimate) -> str:

@@ -205,17 +205,19 @@ def shortfall_html(shortfall) -> str:
 
 def sweep_html(sweep) -> str:
     """The peak / exchange front as a plot and a table: how much exchange each KiB of memory costs."""
-    rows = [(p.peak, p.exchange_bytes, p.exchange_added, p.changed_values,
-             "-" if p.exchange_per_kib is None else f"{p.exchange_per_kib:,.0f}") for p in sweep.points]
+    rows = [(p.peak, p.exchange_bytes, p.exchange_added, "-" if p.exchange_per_kib is None else f"{p.exchange_per_kib:,.0f}",
+             p.model_exchange_bytes, p.changed_values) for p in sweep.points]
     return (f"<h2>How much exchange does each KiB of memory cost</h2>\n<p>{len(sweep.points)} Pareto points of scope "
-            f"{html.escape(sweep.scope)}: the smallest peak with less exchange than the point before, each the least "
-            f"exchange at its peak{'' if sweep.complete else ' (cut short)'}.</p>\n" + _front_svg(sweep.points)
-            + _table("front", ("raw peak", "exchange bytes", "exchange added", "values changed",
-                               "exchange per KiB saved"), rows))
+            f"{html.escape(sweep.scope)}, walked by the optimiser's exchange proxy: the smallest peak with a smaller "
+            f"proxy than the point before, each the least proxy at its peak{'' if sweep.complete else ' (cut short)'}. "
+            "Exchange bytes are the exact exchange of each point's plan (docs/EXCHANGE.md), which need not fall as "
+            f"the proxy does; the input plan sends {sweep.input_exchange:,} B.</p>\n" + _front_svg(sweep.points)
+            + _table("front", ("raw peak", "exchange bytes", "exchange added", "exchange per KiB saved",
+                               "model's proxy", "values changed"), rows))
 
 
 def _front_svg(points) -> str:
-    """Exchange bytes against raw peak, as a staircase through the Pareto points."""
+    """Exact exchange bytes against raw peak, as a staircase through the front's points."""
     if not points:
         return ""
     low, high = min(p.peak for p in points), max(p.peak for p in points)

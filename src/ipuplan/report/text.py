@@ -10,6 +10,7 @@ from rich.table import Table
 from ipuplan.facts.check import live_values
 from ipuplan.facts.dataflow import Dataflow
 from ipuplan.facts.estimate import Estimate
+from ipuplan.facts.plan_exchange import PlanExchange
 from ipuplan.plan.format import Plan
 
 
@@ -17,8 +18,8 @@ def _kib(count: int) -> str:
     return f"{count:,} B ({count / 1024:,.1f} KiB)"
 
 
-def summary_table(plan: Plan, result: Estimate) -> Table:
-    """Scope, budgets, peaks with their steps, and whether the plan fits."""
+def summary_table(plan: Plan, result: Estimate, exchange: PlanExchange | None = None) -> Table:
+    """Scope, budgets, peaks with their steps, whether the plan fits, and (given) its exact exchange."""
     table = Table(title=f"plan {plan.scope}: {len(plan.values)} values, {len(plan.steps)} steps", show_header=False)
     table.add_column("what")
     table.add_column("value", justify="right")
@@ -33,10 +34,55 @@ def summary_table(plan: Plan, result: Estimate) -> Table:
         ("effective peak", _kib(result.effective_peak_bytes)),
         ("standard overflow", _kib(result.standard_contiguous_overflow_bytes)),
         ("fits budget", "yes" if result.fits_budget else "NO"),
+        *([] if exchange is None else exchange_rows(exchange)),
     ]
     for row in rows:
         table.add_row(*row)
     return table
+
+
+def exchange_rows(exchange: PlanExchange) -> list[tuple[str, str]]:
+    """The plan's exact exchange (docs/EXCHANGE.md): the total, its movers and reductions, and what is unpriced."""
+    return [
+        ("exchange (movers + reductions)", f"{exchange.total:,} B"),
+        ("  movers send", f"{exchange.movers:,} B"),
+        ("  reductions send", f"{exchange.reductions:,} B"),
+        ("exchange unpriced", unpriced_words(exchange)),
+    ]
+
+
+def unpriced_words(exchange: PlanExchange, most: int = 3) -> str:
+    """`nothing`, or how many steps the exchange leaves out and why (the first `most`)."""
+    if not exchange.unpriced:
+        return "nothing"
+    shown = "; ".join(f"step {u.step}: {u.reason}" for u in exchange.unpriced[:most])
+    more = f"; and {len(exchange.unpriced) - most} more" if len(exchange.unpriced) > most else ""
+    return f"{len(exchange.unpriced)} steps ({shown}{more})"
+
+
+def check_summary(source: str, plan: Plan, mismatches, exchange: PlanExchange, seconds: float) -> dict:
+    """The machine-readable result `ipuplan check --json` prints: each mismatch, and the plan's exact exchange."""
+    return {
+        "input": source,
+        "status": "mismatches" if mismatches else "consistent",
+        "values": len(plan.values),
+        "steps": len(plan.steps),
+        "mismatches": [{"kind": m.kind.value, "where": m.where, "field": m.field, "stored": _plain(m.stored),
+                        "expected": _plain(m.expected), "rule": m.rule, "text": str(m)} for m in mismatches],
+        "exchange": exchange_summary(exchange),
+        "seconds": round(seconds, 3),
+    }
+
+
+def _plain(number: object) -> object:
+    """A mismatch's stored or expected figure as JSON holds it (other objects as their text)."""
+    return number if number is None or isinstance(number, (bool, int, float, str)) else str(number)
+
+
+def exchange_summary(exchange: PlanExchange) -> dict:
+    """The exact exchange as `--json` carries it: total, movers, reductions, and each unpriced step with why."""
+    return {"total": exchange.total, "movers": exchange.movers, "reductions": exchange.reductions,
+            "unpriced": [{"step": u.step, "reason": u.reason} for u in exchange.unpriced]}
 
 
 def contributors_table(plan: Plan, result: Estimate, step_index: int, top: int = 12) -> Table:
@@ -92,14 +138,16 @@ def optimize_table(result) -> Table:
     rows = [
         ("objective", "", result.options.objective.value + (" (best effort)" if result.best_effort else "")),
         ("raw peak (std + il)", f"{before.raw_peak:,}", f"{after.raw_peak:,}"),
-        ("exchange bytes (movers send)", f"{result.exchange_before:,}", f"{result.exchange_after:,}"),
+        ("exchange bytes (movers + reductions)", f"{result.exchange_before:,}", f"{result.exchange_after:,}"),
         ("peak total (+ exchange rows)", f"{before.peak.total:,}", f"{after.peak.total:,}"),
         ("standard peak", f"{before.peak.standard:,}", f"{after.peak.standard:,}"),
         ("interleaved peak", f"{before.peak.interleaved:,}", f"{after.peak.interleaved:,}"),
         ("effective peak", f"{before.effective_peak_bytes:,}", f"{after.effective_peak_bytes:,}"),
         ("fits budget", _yes(before.fits_budget), _yes(after.fits_budget)),
         ("values changed", "", f"{len(result.changes)}"),
-        ("exchange bytes added", "", f"{result.exchange_bytes_added:,}"),
+        ("exchange bytes added", "", f"{result.exchange_bytes_added:+,}"),
+        *_unpriced_row(result),
+        ("model's exchange proxy", f"{result.model_exchange_before:,}", f"{result.model_exchange_after:,}"),
         ("solver status", "", f"{solved.status.value} for scope {result.options.scope.value}"),
         _bound_row(solved),
         ("free groups / candidates", "", f"{result.free_groups} / {result.candidates}"),
@@ -113,10 +161,18 @@ def optimize_table(result) -> Table:
     return table
 
 
+def _unpriced_row(result) -> list[tuple[str, str, str]]:
+    """Steps the exact exchange leaves out (none on the plans of models/), when there are any."""
+    before, after = result.input_exchange, result.output_exchange
+    if not before.unpriced and not after.unpriced:
+        return []
+    return [("exchange unpriced steps", f"{len(before.unpriced)}", f"{len(after.unpriced)}")]
+
+
 def _bound_row(solved) -> tuple[str, str, str]:
-    """The bound and gap of the objective's first term: the peak, or with `fit` the exchange bytes."""
+    """The bound and gap of the objective's first term: the peak, or with `fit` the model's exchange proxy."""
     if solved.exchange_bound is not None:
-        return "exchange bound / gap", "", f"{solved.exchange_bound:,} / {_percent(solved.gap)}"
+        return "model exchange bound / gap", "", f"{solved.exchange_bound:,} / {_percent(solved.gap)}"
     return "bound / gap", "", f"{solved.bound:,} / {_percent(solved.gap)}"
 
 
@@ -214,11 +270,14 @@ def optimize_summary(result, source: str, output: str | None) -> dict:
         "fits_after": result.after.fits_budget,
         "values_changed": len(result.changes),
         "changed_value_ids": [c.value_id for c in result.changes],
-        "exchange_bytes_added": result.exchange_bytes_added,
         "objective": result.options.objective.value,
         "exchange_bytes_before": result.exchange_before,
         "exchange_bytes_after": result.exchange_after,
-        "exchange_bound": solved.exchange_bound,
+        "exchange_bytes_added": result.exchange_bytes_added,
+        "exchange": {"input": exchange_summary(result.input_exchange), "output": exchange_summary(result.output_exchange)},
+        "model_exchange_bytes_before": result.model_exchange_before,
+        "model_exchange_bytes_after": result.model_exchange_after,
+        "model_exchange_bound": solved.exchange_bound,
         "fits_budget": result.after.fits_budget,
         "best_effort": result.best_effort,
         "shortfall": [{"step": s.step, "budget": s.budget, "bytes": s.bytes, "limit": s.limit, "over": s.over}
@@ -253,15 +312,18 @@ def optimize_summary(result, source: str, output: str | None) -> dict:
 
 
 def sweep_table(sweep) -> Table:
-    """The peak / exchange front, smallest peak first, with what each KiB of peak saved costs in exchange."""
+    """The peak / exchange front, smallest peak first: each point's exact exchange, what each KiB of peak saved
+    costs in it, and the optimiser's proxy the front is walked by."""
     end = "to its least-exchange end" if sweep.complete else "cut short (--points or the time limit)"
-    table = Table(title=f"ipuplan sweep ({sweep.scope}): {len(sweep.points)} Pareto points, {end}")
-    for name in ("#", "raw peak", "exchange bytes", "exchange added", "values changed", "exchange per KiB saved", "proven"):
+    table = Table(title=f"ipuplan sweep ({sweep.scope}): {len(sweep.points)} Pareto points of the model's exchange "
+                        f"proxy, {end}; exchange: each point's plan, exact")
+    for name in ("#", "raw peak", "exchange bytes", "exchange added", "exchange per KiB saved", "model's proxy",
+                 "values changed", "proven"):
         table.add_column(name, justify="right")
     for index, point in enumerate(sweep.points, 1):
         per_kib = "-" if point.exchange_per_kib is None else f"{point.exchange_per_kib:,.0f}"
         table.add_row(str(index), f"{point.peak:,}", f"{point.exchange_bytes:,}", f"{point.exchange_added:+,}",
-                      str(point.changed_values), per_kib, _yes(point.proven).lower())
+                      per_kib, f"{point.model_exchange_bytes:,}", str(point.changed_values), _yes(point.proven).lower())
     return table
 
 

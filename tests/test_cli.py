@@ -49,6 +49,9 @@ def test_graph_prints_every_step():
     assert sum(1 for line in lines if line.startswith("ambiguous:")) == 0
     assert lines[27].split()[-3:] == ["144", "->", "145"]  # a copy that crops padded key columns
     assert "gemm family at step 12: left 64 (from 63), right 136 (from 51), partials 137 read at step 13 (Sum) into 65" in lines
+    assert "element-wise family: Add at step 107; Gelu at step 108: members 40, 125, 126, 127" in lines
+    assert ("element-wise family: Add at step 74: members 34, 106, 107, held: Sum at step 73: value 106 written by a "
+            "kernel outside the family") in lines
 
 
 @pytest.mark.parametrize(

@@ -32,7 +32,9 @@ def test_diff_shows_operation_text_changes(reference_plan):
     text = reference_plan.steps[12].operation.replace("inner_block: 288", "inner_block: 96")
     result = diff_plans(reference_plan, with_step(reference_plan, 12, operation=text))
     assert [(o.step, o.new) for o in result.operations] == [(12, text)]
-    assert "step 12: Gemm {" in diff_lines(result)[0]
+    lines = diff_lines(result)
+    assert lines[0] == "Gemm family: Convert at step 10; Gemm at step 12; Sum at step 13: 0 of 5 values and 1 operation changed together"
+    assert lines[1].startswith("  step 12: Gemm {")
 
 
 def test_diff_refuses_different_programs(reference_plan):
@@ -45,4 +47,20 @@ def test_diff_cli(tmp_path, optimised):
     write_plan(optimised, better)
     result = CliRunner().invoke(app, ["diff", str(REFERENCE), str(better)])
     assert result.exit_code == 0
-    assert len(result.stdout.splitlines()) == 17  # 15 values, the peak, the exchange
+    assert len(result.stdout.splitlines()) == 17  # 15 values (no family in storage), the peak, the exchange
+
+
+def test_diff_shows_each_family_that_changed_as_one_unit(reference_plan):
+    result = diff_plans(reference_plan, optimize(reference_plan, workers=1).plan)
+    lines = diff_lines(result)
+    start = lines.index("element-wise family: Add at steps 5, 6, 40, 41, 59, 60: 19 of 19 values and 0 operations changed together")
+    block = lines[start + 1:start + 20]
+    assert [int(line.split()[1]) for line in block] == [2, 3, 14, 15, 26, 27, 45, 46, 47, 48, 54, 60, 79, 80, 81, 94,
+                                                        95, 96, 97]  # biases and activations of the residual Adds
+    assert all(line.startswith("  value ") for line in block) and not lines[start + 20].startswith("  ")
+    gemm = lines.index("Gemm family: Convert at step 10; Gemm at step 12; Sum at step 13: 5 of 5 values and 1 operation "
+                       "changed together")
+    assert lines[gemm + 6].startswith("  step 12: Gemm {")  # the family's own operation, inside its block
+    shown = [int(line.split()[1]) for line in lines if line.lstrip().startswith("value ")]
+    assert sorted(shown) == [c.value_id for c in result.values]  # every change once, in a family or alone
+    assert sum(line.lstrip().startswith("step ") for line in lines) == len(result.operations)

@@ -89,6 +89,23 @@ def test_report_command_marks_the_scope_it_names(tmp_path, facts, spaces, scope,
     assert list(marks.values()).count("free") == free and f"scope <b id='scope'>{scope}</b>" in text
 
 
+def families_table(page: str) -> dict[str, str]:
+    """The page's families table: family label -> what the optimiser may do with it."""
+    table = page.split("<table id='families'>", 1)[1].split("</table>", 1)[0]
+    return dict(re.findall(r"<tr><td>([^<]*)</td><td>[^<]*</td><td class='n'>[\d,]*</td><td>([^<]*)</td></tr>", table))
+
+
+@pytest.mark.parametrize(("scope", "state"), [("full", "free as one unit"), ("kernels", "frozen: ")])
+def test_report_shows_the_element_wise_family_as_one_unit(facts, spaces, scope, state):
+    page = render_html(facts, spaces[scope])
+    families = families_table(page)
+    assert families["element-wise family: Add at steps 5, 6, 40, 41, 59, 60"].startswith(state)
+    assert families["Gemm family: Convert at step 45; Gemm at step 47; Sum at step 48"] == "free as one unit"
+    assert len(families) == 23  # 10 Gemm, 4 attention, 9 element-wise families not held
+    anatomy = page.split('<table id="anatomy">', 1)[1].split("</table>", 1)[0]
+    assert "<td>Gemm family: Convert at step 45; Gemm at step 47; Sum at step 48</td>" in anatomy  # at its own step
+
+
 def _chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 

@@ -1,4 +1,5 @@
-"""What changed between two plans of one scope (typically the input and ipuplan's output)."""
+"""What changed between two plans of one scope (typically the input and ipuplan's output): per value and per
+operation, each kernel family's changes together as one unit (`report.families`), the peak and the exchange."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from ipuplan.facts.plan_exchange import PlanExchange, plan_exchange
 from ipuplan.facts.plan_facts import plan_facts
 from ipuplan.plan.format import Plan
 from ipuplan.plan.layout import parse_layout
+from ipuplan.report.text import FamilyUnit, family_units, unit_of
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,8 @@ class PlanDiff:
     exchange_before: PlanExchange
     """The old plan's exact exchange (docs/EXCHANGE.md)."""
     exchange_after: PlanExchange
+    families: tuple[FamilyUnit, ...] = ()
+    """The old plan's kernel families: the changes of each are shown together."""
 
 
 def tiling(layout: str) -> tuple[tuple[int, ...], tuple[int | None, ...]]:
@@ -50,7 +54,7 @@ def diff_plans(old: Plan, new: Plan) -> PlanDiff:
         OperationDiff(a.index, a.operation, b.operation) for a, b in zip(old.steps, new.steps) if a.operation != b.operation
     )
     return PlanDiff(value_changes(old, new, before.estimate, after.estimate), operations, before.estimate,
-                    after.estimate, plan_exchange(old, before), plan_exchange(new, after))
+                    after.estimate, plan_exchange(old, before), plan_exchange(new, after), family_units(before))
 
 
 def _strides(strides: tuple[int | None, ...]) -> str:
@@ -58,18 +62,20 @@ def _strides(strides: tuple[int | None, ...]) -> str:
 
 
 def diff_lines(result: PlanDiff) -> list[str]:
-    """The diff as text, one line per change, then the peak summary."""
+    """The diff as text: each kernel family that changed as one block (its kernels, then its changed values and
+    operations, indented), then the other values and operations, one line each, then the peak and the exchange."""
+    units = unit_of(result.families)
     lines = []
-    for change in result.values:
-        cls = change.old_class if change.old_class == change.new_class else f"{change.old_class} -> {change.new_class}"
-        (old_partitions, old_strides), (new_partitions, new_strides) = tiling(change.old_layout), tiling(change.new_layout)
-        lines.append(
-            f"value {change.value_id} {change.name}: partitions {list(old_partitions)} -> {list(new_partitions)}, "
-            f"strides {_strides(old_strides)} -> {_strides(new_strides)}, {cls}, "
-            f"{change.old_bytes:,} -> {change.new_bytes:,} bytes"
-        )
-    for change in result.operations:
-        lines.append(f"step {change.step}: {change.old} -> {change.new}")
+    for unit in result.families:
+        values = [c for c in result.values if units.get(c.value_id) is unit]
+        operations = [c for c in result.operations if c.step in unit.steps]
+        if values or operations:
+            lines.append(f"{unit.label}: {len(values)} of {len(unit.members)} values and {len(operations)} "
+                         f"operation{'' if len(operations) == 1 else 's'} changed together")
+            lines += [f"  {line}" for line in (*map(_value_line, values), *map(_operation_line, operations))]
+    steps = {step for unit in result.families for step in unit.steps}
+    lines += [_value_line(c) for c in result.values if c.value_id not in units]
+    lines += [_operation_line(c) for c in result.operations if c.step not in steps]
     before, after = result.before, result.after
     delta = after.raw_peak - before.raw_peak
     lines.append(
@@ -78,6 +84,18 @@ def diff_lines(result: PlanDiff) -> list[str]:
         f"{delta:+,} bytes ({delta / max(before.raw_peak, 1):+.1%}); fits {_fits(before)} -> {_fits(after)}"
     )
     return [*lines, exchange_line(result.exchange_before, result.exchange_after)]
+
+
+def _value_line(change: ValueChange) -> str:
+    cls = change.old_class if change.old_class == change.new_class else f"{change.old_class} -> {change.new_class}"
+    (old_partitions, old_strides), (new_partitions, new_strides) = tiling(change.old_layout), tiling(change.new_layout)
+    return (f"value {change.value_id} {change.name}: partitions {list(old_partitions)} -> {list(new_partitions)}, "
+            f"strides {_strides(old_strides)} -> {_strides(new_strides)}, {cls}, "
+            f"{change.old_bytes:,} -> {change.new_bytes:,} bytes")
+
+
+def _operation_line(change: OperationDiff) -> str:
+    return f"step {change.step}: {change.old} -> {change.new}"
 
 
 def exchange_line(before: PlanExchange, after: PlanExchange) -> str:

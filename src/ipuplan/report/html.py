@@ -2,7 +2,8 @@
 
 The timeline shows standard and interleaved usage per step (scratch included, and also
 drawn on its own), the budget lines and the peak step; the anatomy lists what is live at
-the peak step, with bytes and whether the optimiser may move it (and why not). Optional
+the peak step, with bytes, the kernel family it belongs to, and whether the optimiser may move
+it (and why not); the families table lists each family as one unit with its kernels and members. Optional
 sections: why the budgets cannot be met (`explanation_html`), where a best-effort plan exceeds
 them (`shortfall_html`), and the peak / exchange trade-off curve (`sweep_html`).
 """
@@ -21,6 +22,7 @@ from ipuplan.facts.plan_facts import PlanFacts
 from ipuplan.plan.budgets import Budgets
 from ipuplan.plan.format import Plan
 from ipuplan.plan.outputs import write_atomically
+from ipuplan.report.text import SPACE_KINDS, FamilyUnit, family_units, unit_of
 from ipuplan.space.types import CandidateSpace
 
 WIDTH, HEIGHT, MARGIN = 960, 360, 60
@@ -117,6 +119,7 @@ def render_html(facts: PlanFacts, space: CandidateSpace, against: Estimate | Non
     peak_step = result.total_peak_step
     svg = _svg(series, budget_lines(facts.budgets), peak_step, result.raw_peak, len(plan.steps))
     heading = html.escape(title or f"ipuplan report: {plan.scope}")
+    units = family_units(facts)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{heading}</title>
 <style>
@@ -133,7 +136,8 @@ td.n {{ text-align: right; font-variant-numeric: tabular-nums; }} td.free {{ col
 <h2>Usage per step</h2>
 {svg}
 {_legend(series)}
-{_anatomy(facts, space) if plan.steps else ""}
+{_anatomy(facts, space, units) if plan.steps else ""}
+{_families(facts, space, units)}
 {"".join(sections)}</body></html>
 """
 
@@ -154,22 +158,43 @@ def _comparison(result: Estimate, against: Estimate | None, label: str) -> str:
             f"at step {against.total_peak_step} ({result.raw_peak - against.raw_peak:+,} B here)</p>")
 
 
-def _anatomy(facts: PlanFacts, space: CandidateSpace) -> str:
-    """The peak step's live values, each free or frozen (and why) in `space`."""
+def _anatomy(facts: PlanFacts, space: CandidateSpace, units: tuple[FamilyUnit, ...]) -> str:
+    """The peak step's live values, each with its family and free or frozen (and why) in `space`."""
     step_index = facts.estimate.total_peak_step
     step = facts.plan.steps[step_index]
     rows = anatomy_rows(facts, space, step_index)
+    family = unit_of(units)
     body = "\n".join(
         f"<tr><td>{row.value_id}</td><td>{html.escape(row.name)}</td><td>{row.memory_class}</td>"
-        f"<td class='n'>{row.bytes:,}</td><td class='{'free' if row.frozen is None else 'frozen'}'>"
-        f"{html.escape(row.state)}</td></tr>"
+        f"<td class='n'>{row.bytes:,}</td><td>{html.escape(family[row.value_id].label if row.value_id in family else '')}"
+        f"</td><td class='{'free' if row.frozen is None else 'frozen'}'>{html.escape(row.state)}</td></tr>"
         for row in rows
     )
     return (f"<h2>Anatomy of the peak step {step_index}: {html.escape(step.operation)}</h2>\n"
             f"<p>{len(rows)} live values and {step.scratch.standard + step.scratch.interleaved:,} B of scratch; free "
             f"values are those the optimiser may re-lay out in scope <b id='scope'>{html.escape(space.scope)}</b>.</p>\n"
-            "<table id=\"anatomy\"><thead><tr><th>value</th><th>name</th><th>class</th><th>bytes</th><th>optimiser</th>"
-            f"</tr></thead>\n<tbody>\n{body}\n</tbody></table>")
+            "<table id=\"anatomy\"><thead><tr><th>value</th><th>name</th><th>class</th><th>bytes</th><th>family</th>"
+            f"<th>optimiser</th></tr></thead>\n<tbody>\n{body}\n</tbody></table>")
+
+
+def _families(facts: PlanFacts, space: CandidateSpace, units: tuple[FamilyUnit, ...]) -> str:
+    """Each kernel family as one unit: its kernels, its members with their bytes, and whether `space` frees it."""
+    if not units:
+        return ""
+    rows = [(unit.label, ", ".join(map(str, unit.members)), sum(facts.estimate.values[m].bytes for m in unit.members),
+             unit_state(unit, space)) for unit in units]
+    return (f"<h2>Kernel families</h2>\n<p>{len(units)} families, each re-laid out as one unit (its members take "
+            f"one split together) where scope {html.escape(space.scope)} frees it.</p>\n"
+            + _table("families", ("family", "members", "member bytes", "optimiser"), rows))
+
+
+def unit_state(unit: FamilyUnit, space: CandidateSpace) -> str:
+    """`free as one unit` when `space` has the family as one free group, else why a member is held."""
+    if any(group.kind == SPACE_KINDS[unit.kind] and unit.members[0] in group.members for group in space.free):
+        return "free as one unit"
+    reasons = space.reasons()
+    frozen = [reasons[m] for m in unit.members if reasons.get(m) is not None]
+    return f"frozen: {frozen[0]}" if frozen else "not re-split as a family in this scope (its members free apart)"
 
 
 def _table(table_id: str, headers: tuple[str, ...], rows: list[tuple]) -> str:

@@ -1,17 +1,91 @@
-"""Plans and check results as text: rich tables for people, plain lines for pipes."""
+"""Plans and check results as text: rich tables for people, plain lines for pipes.
+
+The kernel families of a plan as units, the way the report, `diff` and `graph` show them (`family_units`): each
+Gemm family, attention product and element-wise family (REPLAN.md, levels 2 and 4) with its kernels and members,
+recognised from the plan's dataflow (`facts/*_families.py`), not from a run, so that a diff of any two plans or a
+report of any plan names the same units. An element-wise family that a rule holds (`ElementwiseFamily.hold`)
+never changes as one and is not a unit. A value in two units (a Gemm's result that an element-wise family also
+reads) belongs to the first: Gemm families, then attention products, then element-wise families.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.table import Table
 
 from ipuplan.facts.check import live_values
 from ipuplan.facts.dataflow import Dataflow
+from ipuplan.facts.elementwise_families import recognise_elementwise
 from ipuplan.facts.estimate import Estimate
 from ipuplan.facts.plan_exchange import PlanExchange
+from ipuplan.facts.plan_facts import PlanFacts
 from ipuplan.plan.format import Plan
+from ipuplan.space.levels import attention, elementwise, gemm
+
+GEMM = "Gemm"
+ATTENTION = "attention"
+ELEMENTWISE = "element-wise"
+SPACE_KINDS = {GEMM: gemm.KIND, ATTENTION: attention.KIND, ELEMENTWISE: elementwise.KIND}
+"""The kind of free group (`FreeGroup.kind`) that re-splits a family of each kind as one unit."""
+
+
+@dataclass(frozen=True)
+class FamilyUnit:
+    """A family re-laid out as one unit: its kind, its kernel steps (step, operation kind) and its members."""
+
+    kind: str
+    kernels: tuple[tuple[int, str], ...]
+    members: tuple[int, ...]
+
+    @property
+    def steps(self) -> frozenset[int]:
+        return frozenset(step for step, _ in self.kernels)
+
+    @property
+    def label(self) -> str:
+        """`element-wise family: Add at steps 5, 6; Gelu at step 108`."""
+        return f"{self.kind} family: {kernel_words(self.kernels)}"
+
+
+def kernel_words(kernels: Iterable[tuple[int, str]]) -> str:
+    """Kernels grouped by operation kind, in order of first step.
+
+    >>> kernel_words([(5, "Add"), (6, "Add"), (108, "Gelu")])
+    'Add at steps 5, 6; Gelu at step 108'
+    """
+    by_kind: dict[str, list[int]] = {}
+    for step, kind in sorted(kernels):
+        by_kind.setdefault(kind, []).append(step)
+    return "; ".join(f"{kind} at step{'s' if len(steps) > 1 else ''} {', '.join(map(str, steps))}"
+                     for kind, steps in by_kind.items())
+
+
+def family_units(facts: PlanFacts) -> tuple[FamilyUnit, ...]:
+    """Every Gemm family, attention product and element-wise family not held, each member in one unit only."""
+    plan = facts.plan
+
+    def kernels(steps: Iterable[int]) -> tuple[tuple[int, str], ...]:
+        return tuple((step, plan.steps[step].parsed_operation.kind) for step in sorted(steps))
+
+    found = [FamilyUnit(GEMM, kernels(f.steps), f.members) for f in facts.families]
+    found += [FamilyUnit(ATTENTION, kernels(f.steps), f.members) for f in facts.attention]
+    found += [FamilyUnit(ELEMENTWISE, tuple((k.step, k.operation) for k in f.kernels), f.members)
+              for f in recognise_elementwise(plan, facts.flow) if f.hold is None]
+    claimed: set[int] = set()
+    units = []
+    for unit in found:
+        members = tuple(m for m in unit.members if m not in claimed)
+        claimed.update(members)
+        units.append(FamilyUnit(unit.kind, unit.kernels, members))
+    return tuple(units)
+
+
+def unit_of(units: Iterable[FamilyUnit]) -> dict[int, FamilyUnit]:
+    """Member -> its unit."""
+    return {m: unit for unit in units for m in unit.members}
 
 
 def _kib(count: int) -> str:
@@ -106,7 +180,8 @@ def contributors_table(plan: Plan, result: Estimate, step_index: int, top: int =
 
 
 def graph_lines(plan: Plan, flow: Dataflow) -> Iterable[str]:
-    """One line per step: `index source operation: reads -> writes [released ...]`."""
+    """One line per step: `index source operation: reads -> writes [released ...]`; then each Gemm family and each
+    element-wise family (with what holds it, if anything), and every ambiguity."""
     for step, step_flow in zip(plan.steps, flow.steps):
         reads = ", ".join(map(str, step_flow.reads)) or "-"
         writes = ", ".join(map(str, step_flow.writes)) or "-"
@@ -121,6 +196,10 @@ def graph_lines(plan: Plan, flow: Dataflow) -> Iterable[str]:
             f"right {family.right} (from {_or_dash(family.right_source)}), partials {_or_dash(family.partials)} "
             f"read at step {reader} into {_or_dash(family.sum_result)}"
         )
+    for found in recognise_elementwise(plan, flow):
+        held = "" if found.hold is None else f", held: {found.hold}"
+        yield (f"element-wise family: {kernel_words((k.step, k.operation) for k in found.kernels)}: members "
+               f"{', '.join(map(str, found.members))}{held}")
     for ambiguity in flow.ambiguities:
         yield f"ambiguous: {ambiguity}"
 

@@ -3,8 +3,11 @@ several test files work out by hand."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
+from ipuplan.model.objective import Objective
 from ipuplan.model.problem import Problem, StepRow
 from ipuplan.plan.budgets import Budgets
 
@@ -13,8 +16,9 @@ def b(*numbers: int) -> np.ndarray:
     return np.array(numbers, dtype=np.int64)
 
 
-def problem(rows, counts, *, sizes=None, exchange=None, limits=(), input_choice=None, steps_total=None) -> Problem:
-    """Groups of one value each, the input at candidate 0 and no exchange, unless told otherwise."""
+def problem(rows, counts, *, sizes=None, exchange=None, limits=(), input_choice=None, steps_total=None,
+            edges=()) -> Problem:
+    """Groups of one value each, the input at candidate 0, no exchange and no edge, unless told otherwise."""
     return Problem(
         candidate_counts=counts,
         input_choice=input_choice or (0,) * len(counts),
@@ -23,6 +27,7 @@ def problem(rows, counts, *, sizes=None, exchange=None, limits=(), input_choice=
         exchange=exchange or tuple((0,) * n for n in counts),
         limits=limits,
         steps_total=steps_total or len(rows),
+        edges=tuple(edges),
     )
 
 
@@ -35,3 +40,17 @@ TWO_STEPS = problem([StepRow(0, 100, 0, ((0, b(50, 20), b(0, 0)),)), StepRow(1, 
 #   step 0 = 20 std + A[std 50 | il 55] + B[std 30, 10]
 BUDGETED = problem([StepRow(0, 20, 0, ((0, b(50, 0), b(0, 55)), (1, b(30, 10), b(0, 0))))], (2, 2),
                    limits=Budgets(160, 100, 0).limits)
+
+
+def valid_choices(p: Problem):
+    """Every choice that makes no forbidden pick and meets the budgets, by enumeration."""
+    for choice in itertools.product(*(range(n) for n in p.candidate_counts)):
+        if not p.forbidden_in(choice) and not p.usage(choice).violation(p.limits):
+            yield choice
+
+
+def best_by_brute_force(p: Problem, objective: Objective) -> tuple[int, ...] | None:
+    """The objective's terms in order at the best valid choice, by enumeration: (peak, exchange, changed values),
+    with `fit` (exchange, changed values); None when no choice is valid."""
+    return min((((p.usage(c).peak,) if objective == Objective.PEAK else ()) + (p.exchange_of(c), p.changed_of(c))
+                for c in valid_choices(p)), default=None)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, replace
 from functools import cached_property
+from itertools import chain
 
 import numpy as np
 
@@ -22,6 +23,13 @@ from ipuplan.plan.budgets import Limit, excess
 FORBIDDEN = 10**15
 """A cost (of a candidate or of a pair) at or above this is a choice that must never be made. IOPDDL instances write
 such choices at about 1e18; a solver never prices them, it leaves them out."""
+
+SAFE_OBJECTIVE = 2**53
+"""The most an objective's coefficients may sum to in magnitude when it is one weighted sum of two terms. Below it
+every value the objective or a partial sum of it takes is an exact double (CP-SAT reports objective values and
+bounds as doubles, HiGHS computes in doubles; 2**53 + 1 is not a double) and 1024 times below int64's end, where
+CP-SAT refuses a linear expression whose terms' extremes may overflow. A per-coefficient cap (say 2**40) would not
+do: a million coefficients of 2**40 each still overflow together."""
 
 Terms = tuple[tuple[int, np.ndarray, np.ndarray], ...]
 """(group index, standard bytes per choice, interleaved bytes per choice), per group live at a row."""
@@ -276,6 +284,18 @@ class Problem:
         the objective's terms after the peak as one figure: more than every value changing at once, so the
         exchange decides and the changed values only break its ties."""
         return sum(self.group_sizes) + 1
+
+    @cached_property
+    def ties_combine(self) -> bool:
+        """Whether `exchange x tie_weight + changed values` may be one objective: the magnitudes of its coefficients
+        (each allowed candidate's and pair's exchange x weight, each candidate's changed values) sum to at most
+        `SAFE_OBJECTIVE`. Otherwise the two terms are minimised one after the other, the exchange fixed at what
+        the first found (issue 20: CP-SAT refused a combined objective of the 12-layer plans, exit 70)."""
+        unary = np.fromiter(chain.from_iterable(self.exchange), dtype=np.float64)
+        exchange = float(unary[unary < FORBIDDEN].sum()) + sum(
+            float(edge.costs[edge.costs < FORBIDDEN].sum(dtype=np.float64)) for edge in self.edges)
+        changed = sum(size * (count - 1) for size, count in zip(self.group_sizes, self.candidate_counts))
+        return exchange * self.tie_weight + changed <= SAFE_OBJECTIVE * (1 - 1e-9)
 
     def changed_of(self, choice: tuple[int, ...]) -> int:
         return sum(size for size, c, i in zip(self.group_sizes, choice, self.input_choice) if c != i)

@@ -20,7 +20,16 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from ipuplan.model.problem import Limit, Problem
-from ipuplan.solvers.cpsat import SOLVED, STATUS, choice_variables, chosen_candidates, hint_choice, usage_expressions
+from ipuplan.solvers.cpsat import (
+    SOLVED,
+    STATUS,
+    add_pairs,
+    choice_variables,
+    chosen_candidates,
+    hint_choice,
+    usage_expressions,
+)
+from ipuplan.solvers.linear import pair_columns
 from ipuplan.solvers.result import SolveStatus
 
 RAW_PEAK = Limit("raw peak", 1, 1, 0)
@@ -73,6 +82,8 @@ def _choice_model(problem: Problem, pairs):
     interleaved expressions of the rows `pairs` name (only those: a conflict is a few rows of many)."""
     model = cp_model.CpModel()
     choose = choice_variables(model, problem.candidate_counts)
+    first = np.cumsum([0, *problem.candidate_counts[:-1]], dtype=np.int64)
+    add_pairs(model, pair_columns(problem, first), [v.index for row in choose for v in row])  # no forbidden pick
     hint_choice(model, choose, problem.input_choice)
     needed = sorted({r for r, _ in pairs})
     expressions = usage_expressions(choose, tuple(problem.rows[r] for r in needed))

@@ -1,21 +1,71 @@
 """Constructive solution: a complete choice in (near) linear time, so a solve never ends with nothing.
 
 Each group starts at its smallest candidate (the least bytes summed over the rows it is live at,
-then the least exchange and changes); a greedy repair then moves one group at a time off the row
-most over budget (or the peak row), scoring every candidate of a group at once with numpy over the
-rows that group touches. Deterministic: a move cap, no clock. The CP-SAT backend hints it, and
-skips the solve when it provably meets every term's bound.
+then the least exchange and changes); groups with edges then settle one at a time against their
+neighbours' picks (no forbidden pair first, then the same keys, a pair priced at the neighbour's
+pick); a greedy repair then moves one group at a time off the row most over budget (or the peak
+row; while a forbidden pick is left, off that pick), never to more forbidden picks, scoring every
+candidate of a group at once with numpy over the rows that group touches. Deterministic: a move
+cap, no clock. The CP-SAT backend hints it, and skips the solve when it provably meets every
+term's bound.
 """
 
 from __future__ import annotations
 
+from itertools import chain
+
 import numpy as np
 
 from ipuplan.model.objective import Objective
-from ipuplan.model.problem import Problem, Usage
+from ipuplan.model.problem import FORBIDDEN, Problem, Usage
 
 MOVES = 4000
 """Repair moves at most: a deterministic cap (no clock); each move costs a sort of the rows' totals."""
+PASSES = 20
+"""Passes over the groups with edges at most while they settle against their neighbours (each pass that moves
+one lowers (forbidden picks, bytes or exchange, ...) of the whole choice, so it ends anyway)."""
+
+
+class Pairing:
+    """Per group, its edges' costs with its candidates as rows and the neighbour at the other end, and which of
+    its candidates are forbidden on their own; the forbidden picks and pair prices of a choice, group by group."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.incident: dict[int, list[tuple[int, np.ndarray]]] = {}
+        for edge in problem.edges:
+            self.incident.setdefault(edge.a, []).append((edge.b, edge.costs))
+            self.incident.setdefault(edge.b, []).append((edge.a, edge.costs.T))
+        unary = problem.exchange
+        flat = np.fromiter(chain.from_iterable(unary), dtype=np.float64)
+        self.alone = {} if not (flat >= FORBIDDEN).any() else {
+            g: np.asarray(costs) >= FORBIDDEN for g, costs in enumerate(unary) if max(costs) >= FORBIDDEN}
+        self.priced = sorted(set(self.incident) | set(self.alone))
+        """Groups whose candidates may differ in forbidden picks or pair costs (none: the repair as without edges)."""
+
+    def forbidden(self, g: int, choice) -> np.ndarray | int:
+        """Per candidate of `g`, its forbidden picks (alone, and in a pair with a neighbour's pick); 0 when none."""
+        found = self.alone.get(g, 0)
+        for other, costs in self.incident.get(g, ()):
+            found = found + (costs[:, choice[other]] >= FORBIDDEN)
+        return found
+
+    def prices(self, g: int, choice) -> np.ndarray | int:
+        """Per candidate of `g`, its pairs' costs at the neighbours' picks (forbidden ones count as FORBIDDEN)."""
+        found = 0
+        for other, costs in self.incident.get(g, ()):
+            found = found + np.minimum(costs[:, choice[other]], FORBIDDEN)
+        return found
+
+    def at(self, g: int, choice) -> int:
+        """The forbidden picks that involve `g`'s pick: itself alone, and each pair with a neighbour's pick."""
+        found = self.forbidden(g, choice)
+        return int(found[choice[g]]) if np.ndim(found) else 0
+
+    def picks(self, choice) -> tuple[int, list[int]]:
+        """The choice's forbidden picks, and the groups they involve."""
+        at = {g: self.at(g, choice) for g in self.priced}
+        alone = sum(int(self.alone[g][choice[g]]) for g in self.alone)
+        return alone + (sum(at.values()) - alone) // 2, [g for g, count in at.items() if count]
 
 
 class GroupRows:
@@ -23,6 +73,7 @@ class GroupRows:
 
     def __init__(self, problem: Problem) -> None:
         self.table, self.counts = problem.table, problem.candidate_counts
+        self.pairing = Pairing(problem)
         groups = self.table.group[self.table.term]
         self.order = np.argsort(groups, kind="stable")
         self.bounds = np.searchsorted(groups[self.order], np.arange(problem.groups + 1))
@@ -37,19 +88,50 @@ class GroupRows:
         return self.built[g]
 
 
+def changed_costs(problem: Problem) -> list[np.ndarray]:
+    """Per group, per candidate: the values it changes (the group's size, 0 at its input)."""
+    return [np.where(np.arange(count) == original, 0, size)
+            for count, original, size in zip(problem.candidate_counts, problem.input_choice, problem.group_sizes)]
+
+
 def tie_costs(problem: Problem) -> list[np.ndarray]:
-    """Per group, per candidate: exchange x weight + changed values (the objective's terms after the peak)."""
-    return [np.array(costs, dtype=np.int64) * problem.tie_weight + np.where(np.arange(len(costs)) == original, 0, size)
-            for costs, original, size in zip(problem.exchange, problem.input_choice, problem.group_sizes)]
+    """Per group, per candidate: exchange x weight + changed values (the objective's terms after the peak as one
+    figure; only where `problem.ties_combine`: elsewhere it may overflow, and `tie_ranks` orders the same)."""
+    return [np.array(costs, dtype=np.int64) * problem.tie_weight + changed
+            for costs, changed in zip(problem.exchange, changed_costs(problem))]
 
 
-def tie_bound(problem: Problem) -> int:
-    """The least exchange x weight + changed values any choice can have: each group at its cheapest."""
-    return int(sum(int(costs.min()) for costs in tie_costs(problem)))
+def tie_ranks(problem: Problem) -> list[np.ndarray]:
+    """Per group, per candidate: its rank among the group's candidates by (exchange bytes, changed values), equal
+    pairs equal ranks. It orders them as exchange x weight + changed values does, with no product to overflow."""
+    counts = np.array(problem.candidate_counts, dtype=np.int64)
+    if not len(counts):
+        return []
+    starts = np.cumsum(counts) - counts
+    group = np.repeat(np.arange(len(counts)), counts)
+    exchange = np.fromiter(chain.from_iterable(problem.exchange), dtype=np.int64, count=int(counts.sum()))
+    changed = np.concatenate(changed_costs(problem))
+    order = np.lexsort((changed, exchange, group))
+    keys = np.stack([group, exchange, changed])[:, order]
+    new = np.concatenate([[True], (keys[:, 1:] != keys[:, :-1]).any(axis=0)])
+    dense = np.cumsum(new) - 1
+    rank = np.empty_like(dense)
+    rank[order] = dense - dense[np.searchsorted(group[order], group[order])]
+    return np.split(rank, starts[1:])
 
 
-def tie_value(problem: Problem, choice: tuple[int, ...]) -> int:
-    return int(sum(int(costs[c]) for costs, c in zip(tie_costs(problem), choice)))
+def tie_bound(problem: Problem) -> tuple[int, int]:
+    """The least (exchange bytes, changed values) any choice can have, in that order: each group and each edge at
+    its cheapest, then each group's fewest changes among its cheapest candidates."""
+    exchange = [np.asarray(costs, dtype=np.int64) for costs in problem.exchange]
+    least = sum(int(costs.min()) for costs in exchange) + sum(int(edge.costs.min()) for edge in problem.edges)
+    changed = sum(int(changes[costs == costs.min()].min()) for costs, changes in zip(exchange, changed_costs(problem)))
+    return least, changed
+
+
+def tie_value(problem: Problem, choice: tuple[int, ...]) -> tuple[int, int]:
+    """(exchange bytes, changed values) of the choice: the objective's terms after the peak, in order."""
+    return problem.exchange_of(choice), problem.changed_of(choice)
 
 
 def summed_bytes(problem: Problem) -> list[np.ndarray]:
@@ -65,13 +147,34 @@ def summed_bytes(problem: Problem) -> list[np.ndarray]:
     return [sums[offsets[g]:offsets[g + 1]] for g in range(problem.groups)]
 
 
-def _smallest(problem: Problem, objective: Objective) -> list[int]:
-    """Per group its smallest candidate (with `fit` the cheapest), ties to the cheaper, then the lower index."""
-    ties = tie_costs(problem)
+def _smallest(problem: Problem, objective: Objective, pairing: Pairing) -> list[int]:
+    """Per group its smallest candidate (with `fit` the cheapest) that is not forbidden, ties to the cheaper, then
+    the lower index."""
     choice = []
-    for size, tie in zip(summed_bytes(problem), ties):
+    for g, (size, tie) in enumerate(zip(summed_bytes(problem), tie_ranks(problem))):
         keys = (size, tie) if objective == Objective.PEAK else (tie, size)
+        if g in pairing.alone:
+            keys = (pairing.alone[g], *keys)
         choice.append(int(np.lexsort(tuple(reversed(keys)))[0]))
+    return choice
+
+
+def _settled(problem: Problem, choice: list[int], objective: Objective, pairing: Pairing) -> list[int]:
+    """The groups with edges moved, one at a time, to their best candidate against their neighbours' picks: the
+    fewest forbidden picks, then (bytes, exchange with the pairs priced, changes), with `fit` exchange first."""
+    choice = list(choice)
+    sizes, changes = summed_bytes(problem), changed_costs(problem)
+    for _ in range(PASSES):
+        moved = False
+        for g in pairing.incident:
+            exchange = np.minimum(np.asarray(problem.exchange[g], dtype=np.int64), FORBIDDEN) + pairing.prices(g, choice)
+            keys = (sizes[g], exchange, changes[g]) if objective == Objective.PEAK else (exchange, changes[g], sizes[g])
+            keys = (pairing.forbidden(g, choice) + np.zeros(len(exchange), dtype=np.int64), *keys)
+            best = int(np.lexsort(tuple(reversed(keys)))[0])
+            if tuple(int(k[best]) for k in keys) < tuple(int(k[choice[g]]) for k in keys):
+                choice[g], moved = best, True
+        if not moved:
+            break
     return choice
 
 
@@ -116,16 +219,23 @@ def _scores(problem: Problem, group: tuple[np.ndarray, np.ndarray, np.ndarray], 
 
 
 def repair(problem: Problem, choice: list[int], index: GroupRows, moves: int = MOVES) -> list[int]:
-    """Greedy single switches off the focus row while (excess, peak, rows at the peak) strictly drops."""
+    """Greedy single switches off the focus row (while a forbidden pick is left, off the groups it involves) while
+    (forbidden picks, excess, peak, rows at the peak) strictly drops."""
     choice = list(choice)
     usage = problem.usage(choice)
     standard, interleaved = usage.standard.copy(), usage.interleaved.copy()
+    pairing = index.pairing
+    forbidden = pairing.picks(choice)[0] if pairing.priced else 0
     for _ in range(moves):
         standing = Standing(problem, standard, interleaved)
         focus = int(np.argmax(standing.over)) if standing.excess else int(np.argmax(standing.total))
-        best = (standing.key, None)
-        for g, _, _ in problem.rows[focus].terms:
+        groups = pairing.picks(choice)[1] if forbidden else [g for g, _, _ in problem.rows[focus].terms]
+        best = ((forbidden, *standing.key) if pairing.priced else standing.key, None)
+        for g in groups:
             scores = _scores(problem, index.of(g), choice[g], standard, interleaved, standing)
+            if pairing.priced:  # forbidden picks after each switch come first
+                after = forbidden - pairing.at(g, choice) + pairing.forbidden(g, choice)
+                scores = np.vstack([np.broadcast_to(after, scores.shape[1]), scores])
             c = int(np.lexsort(scores[::-1])[0])
             key = tuple(int(x) for x in scores[:, c])
             if key < best[0]:
@@ -133,6 +243,7 @@ def repair(problem: Problem, choice: list[int], index: GroupRows, moves: int = M
         if best[1] is None:
             break
         g, c = best[1]
+        forbidden = best[0][0] if pairing.priced else 0
         rows, group_standard, group_interleaved = index.of(g)
         standard[rows] += group_standard[:, c] - group_standard[:, choice[g]]
         interleaved[rows] += group_interleaved[:, c] - group_interleaved[:, choice[g]]
@@ -141,7 +252,12 @@ def repair(problem: Problem, choice: list[int], index: GroupRows, moves: int = M
 
 
 def construct(problem: Problem, objective: Objective = Objective.PEAK, moves: int = MOVES) -> tuple[int, ...]:
-    """Every group at its smallest candidate, then repaired greedily across the rows."""
+    """Every group at its smallest candidate, the groups with edges settled against their neighbours, then
+    repaired greedily across the rows."""
     if not problem.groups:
         return ()
-    return tuple(repair(problem, _smallest(problem, objective), GroupRows(problem), moves))
+    index = GroupRows(problem)
+    choice = _smallest(problem, objective, index.pairing)
+    if problem.edges:
+        choice = _settled(problem, choice, objective, index.pairing)
+    return tuple(repair(problem, choice, index, moves) if problem.rows else choice)

@@ -18,10 +18,10 @@ from dataclasses import dataclass, replace
 from ortools.sat.python import cp_model
 
 from ipuplan.model.objective import OBJECTIVES, Objective, Term
-from ipuplan.model.problem import Problem, StepRow
+from ipuplan.model.problem import FORBIDDEN, Problem, StepRow
 from ipuplan.solvers.construct import construct, tie_bound, tie_value
-from ipuplan.solvers.linear import LinearRows, RuleRows, linear_rows
-from ipuplan.solvers.reduce import on_undominated
+from ipuplan.solvers.linear import LinearRows, PairColumns, RuleRows, linear_rows, pair_columns
+from ipuplan.solvers.reduce import on_undominated, pairwise
 from ipuplan.solvers.result import FrontPoint, Progress, SolveResult, SolverSettings, SolveStatus, model_size
 from ipuplan.solvers.windows import WindowBound, window_bound
 
@@ -52,10 +52,14 @@ class LayoutChoices:
     problem: Problem | None = None
     shared: tuple[cp_model.IntVar, ...] = ()
     """One integer per shared sum of merged terms (`rows.sums`)."""
+    pairs: PairColumns | None = None
+    pair_booleans: tuple[cp_model.IntVar, ...] = ()
+    """One boolean per pair of candidates an edge may choose (`linear.pair_columns`)."""
 
     @property
     def ties(self) -> cp_model.LinearExpr:
-        """The objective's terms after the peak as one: exchange bytes x tie weight + changed values."""
+        """The objective's terms after the peak as one: exchange bytes x tie weight + changed values (only where
+        `problem.ties_combine`: elsewhere its coefficients may overflow)."""
         return self.exchange * self.problem.tie_weight + self.changed
 
     def chosen(self, solver: cp_model.CpSolver) -> tuple[int, ...]:
@@ -67,7 +71,10 @@ class LayoutChoices:
         hint_choice(self.model, self.choose, choice)
         if self.rows is None:
             return
-        for var, value in zip(self.shared, self.rows.sums.values(self.rows.booleans_of(choice)).tolist()):
+        booleans = self.rows.booleans_of(choice)
+        for var, value in zip(self.pair_booleans, self.pairs.values(booleans).tolist()):
+            self.model.add_hint(var, value)
+        for var, value in zip(self.shared, self.rows.sums.values(booleans).tolist()):
             self.model.add_hint(var, value)
         usage = self.problem.usage(choice)
         self.model.add_hint(self.peak, usage.peak)
@@ -108,8 +115,9 @@ def usage_expressions(choose, rows: tuple[StepRow, ...]):
 
 
 def build_model(problem: Problem, soft: bool = False) -> LayoutChoices:
-    """Variables: one-hot candidate choice per group, the shared sums of merged terms, and the peak.
-    Constraints: the rows of `linear.linear_rows` (the peak and the budgets per kept step, reduced).
+    """Variables: one-hot candidate choice per group, the shared sums of merged terms, the peak, and a boolean per
+    pair of candidates an edge may choose. Constraints: the rows of `linear.linear_rows` (the peak and the budgets
+    per kept step, reduced); each edge's pairs tied to its candidates, forbidden candidates false (`pair_columns`).
 
     `soft`: each limit gets an excess variable (XLA's "overbudget") that its rows may use, instead
     of being hard; plain rows either way, no enforcement literal (CP-SAT 9.15 issue #5293).
@@ -127,10 +135,25 @@ def build_model(problem: Problem, soft: bool = False) -> LayoutChoices:
     for rule_rows in rows.rules:
         _add_rule(model, rule_rows, problem.limits, peak.index, [v.index for v in over])
     variables = [v for row in choose for v in row]
-    exchange = cp_model.LinearExpr.weighted_sum(variables, [int(x) for costs in problem.exchange for x in costs])
+    pairs = pair_columns(problem, rows.first)
+    paired = add_pairs(model, pairs, [v.index for v in variables])
+    exchange = cp_model.LinearExpr.weighted_sum(variables + paired, [
+        int(x) if x < FORBIDDEN else 0 for costs in problem.exchange for x in costs] + pairs.cost.tolist())
     changed = cp_model.LinearExpr.weighted_sum(variables, [0 if c == original else size for original, size, row in zip(
         problem.input_choice, problem.group_sizes, choose) for c in range(len(row))])
-    return LayoutChoices(model, choose, peak, exchange, changed, over, rows.entries, rows, problem, tuple(shared))
+    return LayoutChoices(model, choose, peak, exchange, changed, over, rows.entries, rows, problem, tuple(shared),
+                         pairs, tuple(paired))
+
+
+def add_pairs(model: cp_model.CpModel, pairs: PairColumns, booleans: list[int]) -> list[cp_model.IntVar]:
+    """The pair booleans, each candidate's pairs on an edge summing to its boolean; forbidden candidates false."""
+    paired = [model.new_bool_var(f"pair{k}") for k in range(pairs.count)]
+    for column, members in pairs.equalities:
+        _add_linear(model, [paired[k].index for k in members.tolist()] + [booleans[column]],
+                    [1] * len(members) + [-1], 0, 0)
+    for column in pairs.forbidden.tolist():
+        _add_linear(model, [booleans[column]], [1], 0, 0)
+    return paired
 
 
 _FLOOR = -(2**40)
@@ -253,11 +276,19 @@ class Phase:
     """The expression is the term x weight + a tie-breaker below the weight: progress shows the term."""
 
 
+def ties_phases(choices: LayoutChoices, problem: Problem) -> list[Phase]:
+    """Exchange bytes, then changed values: one phase (`ties`) where the weighted sum is safe
+    (`Problem.ties_combine`, it is faster), else one each, the exchange fixed at what its phase found."""
+    if problem.ties_combine:
+        return [Phase("exchange", choices.ties, problem.tie_weight)]
+    return [Phase("exchange", choices.exchange), Phase("changed", choices.changed)]
+
+
 def phases(choices: LayoutChoices, problem: Problem, objective: Objective) -> list[Phase]:
-    """The objective's terms in order (`OBJECTIVES`), exchange and changed values as one phase (`ties`);
+    """The objective's terms in order (`OBJECTIVES`), exchange and changed values after the peak (`ties_phases`);
     soft budgets put the total excess first."""
-    exchange = Phase("exchange", choices.ties, problem.tie_weight)
-    ordered = [Phase("peak", choices.peak), exchange] if Term.PEAK in OBJECTIVES[objective] else [exchange]
+    ties = ties_phases(choices, problem)
+    ordered = [Phase("peak", choices.peak), *ties] if Term.PEAK in OBJECTIVES[objective] else ties
     return ([Phase("excess", sum(choices.over))] if choices.over else []) + ordered
 
 
@@ -293,7 +324,7 @@ def run_phases(choices: LayoutChoices, ordered: list[Phase], settings: SolverSet
             bound = int(solver.best_objective_bound) if status == SolveStatus.NO_SOLUTION else 0
             outcomes.append(PhaseOutcome(phase, status, 0, bound // phase.weight))
             break
-        value = int(solver.objective_value)
+        value = int(solver.value(phase.expression))  # exact: the objective value is a double
         outcomes.append(PhaseOutcome(phase, status, value // phase.weight, int(solver.best_objective_bound) // phase.weight))
         choice = choices.chosen(solver)
         if not last:
@@ -317,12 +348,12 @@ class Start:
     windows: WindowBound | None = None
 
 
-def _rank(problem: Problem, choice: tuple[int, ...], objective: Objective) -> tuple[int, ...]:
-    """Budget excess first, then the objective's terms (the peak, then exchange x weight + changes)."""
+def _rank(problem: Problem, choice: tuple[int, ...], objective: Objective) -> tuple:
+    """Forbidden picks and budget excess first, then the objective's terms (the peak, then exchange, changes)."""
     usage = problem.usage(choice)
     ties = tie_value(problem, choice)
-    return (usage.violation(problem.limits), usage.peak, ties) if objective == Objective.PEAK else (
-        usage.violation(problem.limits), ties)
+    invalid = (problem.forbidden_in(choice), usage.violation(problem.limits))
+    return (*invalid, usage.peak, ties) if objective == Objective.PEAK else (*invalid, ties)
 
 
 def start(problem: Problem, objective: Objective, soft: bool = False, settings: SolverSettings | None = None) -> Start:
@@ -332,7 +363,7 @@ def start(problem: Problem, objective: Objective, soft: bool = False, settings: 
     better = _rank(problem, built, objective) < _rank(problem, problem.input_choice, objective)
     hint = built if better else problem.input_choice
     usage = problem.usage(hint)
-    fits = not usage.violation(problem.limits) and not soft
+    fits = not usage.violation(problem.limits) and not problem.forbidden_in(hint) and not soft
     windows = None
     if settings is not None and objective == Objective.PEAK and not soft and usage.peak > problem.lower_bound():
         windows = window_bound(problem, _without_windows, settings, usage.peak if fits else problem.upper_bound())
@@ -350,12 +381,15 @@ def _no_worse_than_hint(choices: LayoutChoices, problem: Problem, begun: Start, 
     """A hint that fits caps the first term at its value: whatever CP-SAT returns is at least as good
     (at 10k values, with presolve, it otherwise returned a peak 23% above the hint's)."""
     usage = problem.usage(begun.choice)
-    if soft or usage.violation(problem.limits):
+    if soft or usage.violation(problem.limits) or problem.forbidden_in(begun.choice):
         return
+    exchange, changed = tie_value(problem, begun.choice)
     if objective == Objective.PEAK:
         choices.model.add(choices.peak <= usage.peak)
+    elif problem.ties_combine:
+        choices.model.add(choices.ties <= exchange * problem.tie_weight + changed)
     else:
-        choices.model.add(choices.ties <= tie_value(problem, begun.choice))
+        choices.model.add(choices.exchange <= exchange)
 
 
 def _constructed_result(problem: Problem, begun: Start, settings: SolverSettings, status: SolveStatus, timing: dict,
@@ -413,7 +447,7 @@ def _solve_from(problem: Problem, settings: SolverSettings, progress: Progress |
     outcomes, choice, first = run_phases(choices, ordered, settings, progress, built)
     timing = {"solve_seconds": time.perf_counter() - built, "first_solution_seconds": first}
     if choice is None and outcomes[0].status == SolveStatus.NO_SOLUTION and (
-            begun.constructed or begun.peak_proven):
+            begun.constructed or begun.peak_proven) and not problem.forbidden_in(begun.choice):
         proven = begun.peak_proven and settings.objective == Objective.PEAK
         return _constructed_result(problem, begun, settings, SolveStatus.OPTIMAL if proven else SolveStatus.FEASIBLE,
                                    timing, sizes)
@@ -440,21 +474,27 @@ def pareto_front(problem: Problem, settings: SolverSettings, max_points: int,
                  on_point: Callable[[FrontPoint], None] | None = None) -> tuple[list[FrontPoint], bool]:
     """The peak / exchange front from the smallest peak on (epsilon-constraint): each point minimises the
     peak with exchange below the previous point's, then the exchange at that peak; each solve starts
-    from the previous point's layouts. Returns (points, whether the front was walked to its end)."""
+    from the previous point's layouts, over the problem after the exact pairwise reductions (the exchange counts
+    every edge). Returns (points, whether the front was walked to its end)."""
+    reduced = pairwise(problem)
+    if reduced.infeasible:
+        return [], True
+    solved = reduced.problem
     points: list[FrontPoint] = []
-    hint = problem.input_choice
+    hint = solved.input_choice
     while len(points) < max_points:
         started = time.perf_counter()
-        choices = build_model(problem)
+        choices = build_model(solved)
         if points:
             choices.model.add(choices.exchange <= points[-1].exchange_bytes - 1)
         choices.hint(hint)
-        outcomes, choice, _ = run_phases(choices, phases(choices, problem, Objective.PEAK), settings, None, started)
+        outcomes, choice, _ = run_phases(choices, phases(choices, solved, Objective.PEAK), settings, None, started)
         if choice is None:
             return points, outcomes[0].status == SolveStatus.INFEASIBLE
         proven = all(outcome.status == SolveStatus.OPTIMAL for outcome in outcomes)
-        points.append(FrontPoint(choice, problem.usage(choice).peak, problem.exchange_of(choice),
-                                 problem.changed_of(choice), proven, time.perf_counter() - started))
+        lifted = reduced.lift(choice)
+        points.append(FrontPoint(lifted, problem.usage(lifted).peak, problem.exchange_of(lifted),
+                                 problem.changed_of(lifted), proven, time.perf_counter() - started))
         if on_point is not None:
             on_point(points[-1])
         hint = choice

@@ -1,8 +1,9 @@
-"""Greedy backend: from the input, repeatedly make the single switch that lowers (budget excess, peak) most
-(with the `fit` objective: (budget excess, exchange bytes)).
+"""Greedy backend: from the input, repeatedly make the single switch that lowers (forbidden picks, budget excess,
+peak) most (with the `fit` objective: (forbidden picks, budget excess, exchange bytes with every edge's pair)).
 
-Switches are tried for the groups live at the peak step, or at the step most over budget. A
-baseline to measure CP-SAT against, on the same `Problem`.
+Switches are tried for the groups of a forbidden pick while there is one, then for the groups live at the peak
+step, or at the step most over budget. A baseline to measure CP-SAT against, on the same `Problem`; a choice
+with a forbidden pick or over a budget is no solution.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import numpy as np
 
 from ipuplan.model.objective import Objective
 from ipuplan.model.problem import Problem, Usage
-from ipuplan.solvers.construct import GroupRows, repair
+from ipuplan.solvers.construct import GroupRows, Pairing, repair
 from ipuplan.solvers.result import Progress, SolveResult, SolverSettings, SolveStatus, model_size
 
 
@@ -26,15 +27,17 @@ def greedy_choice(problem: Problem, objective: Objective = Objective.PEAK) -> tu
     if objective == Objective.PEAK:
         return tuple(repair(problem, choice, GroupRows(problem)))
 
-    def score(trial: tuple[int, ...], usage: Usage) -> tuple[int, int]:
+    def score(trial: tuple[int, ...], usage: Usage) -> tuple[int, int, int]:
         second = problem.exchange_of(trial) if objective == Objective.FIT else usage.peak
-        return usage.violation(problem.limits), second
+        return problem.forbidden_in(trial), usage.violation(problem.limits), second
 
+    pairing = Pairing(problem)
     current = problem.usage(tuple(choice))
     while True:
-        focus = problem.rows[_focus_row(current, problem)]
+        involved = pairing.picks(choice)[1] if pairing.priced else []
+        groups = involved or [g for g, _, _ in problem.rows[_focus_row(current, problem)].terms]
         best = (score(tuple(choice), current), None)
-        for g, _, _ in focus.terms:
+        for g in groups:
             for c in range(problem.candidate_counts[g]):
                 trial = tuple(c if k == g else x for k, x in enumerate(choice))
                 trial_score = score(trial, problem.usage(trial))
@@ -66,10 +69,10 @@ def solve(problem: Problem, settings: SolverSettings, progress: Progress | None 
     if progress is not None:
         progress("greedy", usage.peak, bound, seconds)
     sizes = {**model_size(problem), "solve_seconds": seconds, "first_solution_seconds": seconds}
-    if usage.violation(problem.limits):
+    if usage.violation(problem.limits) or problem.forbidden_in(choice):
         return SolveResult(SolveStatus.NO_SOLUTION, problem.input_choice, None, bound, objective=settings.objective,
                            **sizes)
-    least_exchange = sum(min(costs) for costs in problem.exchange)
+    least_exchange = sum(min(costs) for costs in problem.exchange) + sum(int(e.costs.min()) for e in problem.edges)
     exchange = problem.exchange_of(choice)
     proven = exchange == least_exchange if fit else usage.peak == bound
     return SolveResult(SolveStatus.OPTIMAL if proven else SolveStatus.FEASIBLE, choice, usage.peak, bound,

@@ -10,6 +10,12 @@ reduction, done here once for every backend (issue 11):
 - A row that cannot exceed its rule's cap (or, for the peak, the per-step lower bound) is left out.
 - A budget counting both classes with weight one is the peak row's own sum: it becomes a cap on the peak
   instead of a second copy of every row (not with soft budgets, whose rows may exceed it).
+
+Pairwise costs (`pair_columns`): per edge one boolean per pair of candidates that may be chosen together (neither
+candidate nor the pair forbidden), tied to the candidates' booleans by `sum_j y[i, j] == x_a[i]` and
+`sum_i y[i, j] == x_b[j]`: exactly one pair is true, the chosen one, so `sum cost x y` is the edge's cost exactly and
+a forbidden pair is excluded by a constraint, never priced. An edge that separates needs none of this: the exact
+reductions (`reduce.pairwise`) make it exchange of its candidates before a backend sees it.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ipuplan.model.problem import Limit, Problem, TermTable
+from ipuplan.model.problem import FORBIDDEN, Limit, Problem, TermTable
 
 
 @dataclass(frozen=True)
@@ -245,3 +251,52 @@ def linear_rows(problem: Problem, soft: bool = False) -> LinearRows:
     plain = int(table.counts[table.term].sum()) * (1 + len(problem.limits))
     return LinearRows(first, int(sum(problem.candidate_counts)), sums, built, peak_cap,
                       int((clusters.of_term >= 0).sum()), plain)
+
+
+@dataclass(frozen=True)
+class PairColumns:
+    """Per edge, one boolean per pair of candidates that may be chosen together, as columns after the others."""
+
+    left: np.ndarray
+    right: np.ndarray
+    """Per pair, the boolean columns of its two candidates."""
+    cost: np.ndarray
+    """Per pair, its cost."""
+    equalities: tuple[tuple[int, np.ndarray], ...]
+    """(a candidate's boolean column, the pairs of one edge it is part of): the pairs' sum equals the boolean."""
+    forbidden: np.ndarray
+    """Boolean columns of the candidates forbidden alone: always false."""
+
+    @property
+    def count(self) -> int:
+        return len(self.cost)
+
+    def values(self, booleans: np.ndarray) -> np.ndarray:
+        """Each pair's value when the candidate booleans are `booleans`."""
+        return booleans[self.left] * booleans[self.right]
+
+
+def pair_columns(problem: Problem, first: np.ndarray) -> PairColumns:
+    """The pair booleans of every edge of the problem (module docstring) over the candidate columns from `first`."""
+    if not problem.edges and max(map(max, problem.exchange), default=0) < FORBIDDEN:
+        empty = np.zeros(0, dtype=np.int64)
+        return PairColumns(empty, empty, empty, (), empty)
+    unary = [np.asarray(costs) >= FORBIDDEN for costs in problem.exchange]
+    left, right, cost, equalities, start = [], [], [], [], 0
+    for edge in problem.edges:
+        allowed = (edge.costs < FORBIDDEN) & ~unary[edge.a][:, None] & ~unary[edge.b][None, :]
+        i, j = np.nonzero(allowed)
+        pairs = start + np.arange(len(i))
+        left.append(first[edge.a] + i)
+        right.append(first[edge.b] + j)
+        cost.append(edge.costs[i, j])
+        equalities += [(int(first[edge.a]) + k, pairs[i == k]) for k in range(edge.costs.shape[0])]
+        equalities += [(int(first[edge.b]) + k, pairs[j == k]) for k in range(edge.costs.shape[1])]
+        start += len(i)
+    forbidden = np.concatenate([first[g] + np.flatnonzero(mask) for g, mask in enumerate(unary)]) if unary else []
+
+    def joined(parts) -> np.ndarray:
+        return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
+
+    return PairColumns(joined(left), joined(right), joined(cost), tuple(equalities),
+                       np.asarray(forbidden, dtype=np.int64))

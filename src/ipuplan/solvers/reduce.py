@@ -1,11 +1,19 @@
-"""Model reduction: drop every candidate another candidate of its group dominates, before a solver sees it.
+"""Model reduction, before a solver sees the problem: exact pairwise reductions, then dominated candidates dropped.
 
-Candidate `d` dominates `c` when, at every row the group is live at, `d` has no more standard and no
-more interleaved bytes, and `d` costs no more in exchange x weight + changed values (the objective's
-later terms). Every budget limit weighs both classes non-negatively, so swapping `c` for `d` never
-breaks a budget nor raises any term: an optimum survives. Of identical candidates the lowest index
-stays. The input's candidate always stays (the changed-values term counts against it). At 10k values
-about two thirds of the candidates go (stride variants with equal bytes and dearer exchange).
+Pairwise (`pairwise`), each exact and repeated until nothing changes: a candidate that is forbidden on its own, or
+whose every pair on some edge is, is dropped (no choice may make it); edges between the same two groups are one
+matrix, their sum; an edge with one candidate left on a side, or whose matrix separates (`costs[i, j] == r[i] +
+c[j]` for every pair, none forbidden, tested in integers), becomes exchange of its groups' candidates. What is left
+are edges that need pair variables. A group whose input candidate is dropped changes whatever it picks: its values
+count as a constant, left out.
+
+Dominance (`dominance`): candidate `d` dominates `c` when, at every row the group is live at, `d` has no more
+standard and no more interleaved bytes, on each of the group's edges no dearer a pair with any neighbour candidate,
+and no more (exchange bytes, changed values) in that order (the objective's later terms). Every budget limit weighs
+both classes non-negatively, so swapping `c` for `d` never breaks a budget nor raises any term nor makes a forbidden
+pair: an optimum survives. Of identical candidates the lowest index stays. The input's candidate always stays (the
+changed-values term counts against it). At 10k values about two thirds of the candidates go (stride variants with
+equal bytes and dearer exchange).
 """
 
 from __future__ import annotations
@@ -15,9 +23,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ipuplan.model.problem import Problem, StepRow, TermTable
-from ipuplan.solvers.construct import tie_costs
-from ipuplan.solvers.result import Progress, SolveResult, SolverSettings
+from ipuplan.model.problem import FORBIDDEN, Edge, Problem, StepRow, TermTable
+from ipuplan.solvers.construct import tie_ranks
+from ipuplan.solvers.result import Progress, SolveResult, SolverSettings, SolveStatus, model_size
 
 
 @dataclass(frozen=True)
@@ -27,6 +35,8 @@ class Reduced:
     """Per group, the original index of each kept candidate."""
     before: int
     """Candidates before the reduction."""
+    infeasible: bool = False
+    """Some group has no candidate left that may be chosen: no choice is valid (`problem` is then the original)."""
 
     @property
     def dropped(self) -> int:
@@ -35,6 +45,11 @@ class Reduced:
     def lift(self, choice: tuple[int, ...]) -> tuple[int, ...]:
         """A choice of the reduced problem as indices of the original candidates."""
         return tuple(int(kept[c]) for kept, c in zip(self.kept, choice))
+
+    def then(self, second: Reduced) -> Reduced:
+        """This reduction followed by `second` (a reduction of this one's problem)."""
+        return Reduced(second.problem, tuple(first[kept] for first, kept in zip(self.kept, second.kept)), self.before,
+                       second.infeasible)
 
 
 def undominated(standard: np.ndarray, interleaved: np.ndarray, ties: np.ndarray, keep: int) -> np.ndarray:
@@ -59,12 +74,19 @@ def terms_by_group(table: TermTable, groups: int) -> list[np.ndarray]:
 
 def _kept(problem: Problem) -> tuple[np.ndarray, ...]:
     """Per group, its undominated candidates; equal groups (the copies of an unrolled program) computed once."""
-    table, ties = problem.table, tie_costs(problem)
+    table, ties = problem.table, tie_ranks(problem)
+    pairs: dict[int, list[np.ndarray]] = {}
+    for edge in problem.edges:  # each neighbour candidate's pair costs, as one more row of the group's bytes
+        pairs.setdefault(edge.a, []).append(edge.costs.T)
+        pairs.setdefault(edge.b, []).append(edge.costs)
     found: dict[tuple, np.ndarray] = {}
     kept = []
     for g, terms in enumerate(terms_by_group(table, problem.groups)):
         at = table.start[terms][:, None] + np.arange(problem.candidate_counts[g])
         standard, interleaved = table.standard[at], table.interleaved[at]
+        if g in pairs:
+            standard = np.vstack([standard, *pairs[g]])
+            interleaved = np.vstack([interleaved, *(np.zeros_like(costs) for costs in pairs[g])])
         key = (standard.shape, standard.tobytes(), interleaved.tobytes(), ties[g].tobytes(), problem.input_choice[g])
         if key not in found:
             found[key] = undominated(standard, interleaved, ties[g], problem.input_choice[g])
@@ -89,25 +111,140 @@ def _kept_rows(problem: Problem, table: TermTable) -> tuple[StepRow, ...]:
                  for row, a, b in zip(problem.rows, bounds[:-1], bounds[1:]))
 
 
-def reduce(problem: Problem) -> Reduced:
-    """The problem over the undominated candidates, and the map back to the original indices."""
-    kept = _kept(problem)
+def _narrowed(problem: Problem, kept: tuple[np.ndarray, ...], **fields) -> Problem:
+    """The problem over the `kept` candidates of each group (rows, table, exchange, input, edges narrowed), `fields`
+    replaced after that."""
     table = _kept_table(problem.table, kept)
     where = [{int(c): k for k, c in enumerate(group)} for group in kept]
     smaller = replace(problem, candidate_counts=tuple(len(k) for k in kept), rows=_kept_rows(problem, table),
-                      input_choice=tuple(where[g][c] for g, c in enumerate(problem.input_choice)),
-                      exchange=tuple(tuple(problem.exchange[g][int(c)] for c in group) for g, group in enumerate(kept)))
+                      input_choice=tuple(where[g].get(c, 0) for g, c in enumerate(problem.input_choice)),
+                      exchange=tuple(tuple(problem.exchange[g][int(c)] for c in group) for g, group in enumerate(kept)),
+                      edges=tuple(Edge(e.a, e.b, e.costs[np.ix_(kept[e.a], kept[e.b])]) for e in problem.edges),
+                      **fields)
     smaller.__dict__["table"] = table  # the narrowed table is the rows' table: no second pass over every term
-    return Reduced(smaller, kept, sum(problem.candidate_counts))
+    return smaller
+
+
+def dominance(problem: Problem) -> Reduced:
+    """The problem over the undominated candidates, and the map back to the original indices."""
+    kept = _kept(problem)
+    return Reduced(_narrowed(problem, kept), kept, sum(problem.candidate_counts))
+
+
+def reduce(problem: Problem) -> Reduced:
+    """The exact pairwise reductions, then the undominated candidates; the map back to the original indices."""
+    exact = pairwise(problem)
+    return exact if exact.infeasible else exact.then(dominance(exact.problem))
+
+
+def _merged_edges(problem: Problem) -> dict[tuple[int, int], np.ndarray]:
+    """The edges by their two groups (lower index first), those between the same two groups summed; a forbidden
+    pair stays forbidden (at FORBIDDEN exactly, so that sums stay within int64)."""
+    merged: dict[tuple[int, int], np.ndarray] = {}
+    for edge in problem.edges:
+        key, costs = ((edge.a, edge.b), edge.costs) if edge.a < edge.b else ((edge.b, edge.a), edge.costs.T)
+        merged[key] = _priced_sum(merged[key], costs) if key in merged else np.minimum(costs, FORBIDDEN)
+    return merged
+
+
+def _priced_sum(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """Costs added, FORBIDDEN where either is."""
+    return np.where((first >= FORBIDDEN) | (second >= FORBIDDEN), FORBIDDEN, first + second)
+
+
+def _separated(costs: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(r, c) with `costs[i, j] == r[i] + c[j]` for every pair, r the rows' least (so both are no less than the
+    least cost); None when the matrix does not separate or forbids a pair (a forbidden pair is not a sum)."""
+    if (costs >= FORBIDDEN).any():
+        return None
+    rows = costs.min(axis=1)
+    columns = costs[0] - rows[0]
+    return (rows, columns) if np.array_equal(costs, rows[:, None] + columns[None, :]) else None
+
+
+class _Pairwise:
+    """The working state of `pairwise`, over the original candidate indices: which may still be chosen, each
+    candidate's exchange, and the edges not yet made exchange."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.exchange = [np.minimum(np.asarray(costs, dtype=np.int64), FORBIDDEN) for costs in problem.exchange]
+        self.alive = [costs < FORBIDDEN for costs in self.exchange]
+        self.edges = _merged_edges(problem)
+
+    def drop_forbidden(self) -> None:
+        """Drop candidates forbidden alone or on every pair of an edge, until none is."""
+        changed = True
+        while changed:
+            changed = False
+            for g, costs in enumerate(self.exchange):
+                changed |= bool((self.alive[g] & (costs >= FORBIDDEN)).any())
+                self.alive[g] &= costs < FORBIDDEN
+            for (a, b), costs in self.edges.items():
+                allowed = (costs < FORBIDDEN) & self.alive[a][:, None] & self.alive[b][None, :]
+                for g, usable in ((a, allowed.any(axis=1)), (b, allowed.any(axis=0))):
+                    changed |= bool((self.alive[g] & ~usable).any())
+                    self.alive[g] &= usable
+
+    def unary_edges(self) -> bool:
+        """Make exchange of every edge with one candidate left on a side or a matrix that separates; whether any."""
+        made = False
+        for (a, b), costs in list(self.edges.items()):
+            rows, columns = np.flatnonzero(self.alive[a]), np.flatnonzero(self.alive[b])
+            alive = costs[np.ix_(rows, columns)]
+            if len(rows) == 1 or len(columns) == 1:
+                split = (alive.min(axis=1), np.zeros(len(columns), np.int64)) if len(columns) == 1 else (
+                    np.zeros(1, np.int64), alive[0])
+            else:
+                split = _separated(alive)
+            if split is None:
+                continue
+            self.exchange[a][rows] = _priced_sum(self.exchange[a][rows], split[0])
+            self.exchange[b][columns] = _priced_sum(self.exchange[b][columns], split[1])
+            del self.edges[(a, b)]
+            made = True
+        return made
+
+
+def pairwise(problem: Problem) -> Reduced:
+    """The problem after the exact pairwise reductions (module docstring), and the map back; the problem itself
+    when there is nothing to reduce, marked infeasible when some group has no candidate left."""
+    counts = problem.candidate_counts
+    if not problem.edges and max(map(max, problem.exchange), default=0) < FORBIDDEN:
+        return Reduced(problem, tuple(np.arange(n) for n in counts), sum(counts))
+    state = _Pairwise(problem)
+    while True:
+        state.drop_forbidden()
+        if not all(alive.any() for alive in state.alive):
+            return Reduced(problem, tuple(np.arange(n) for n in counts), sum(counts), infeasible=True)
+        if not state.unary_edges():
+            break
+    kept = tuple(np.flatnonzero(alive) for alive in state.alive)
+    dropped_input = [not alive[c] for alive, c in zip(state.alive, problem.input_choice)]
+    rebuilt = replace(problem, exchange=tuple(tuple(costs.tolist()) for costs in state.exchange),
+                      edges=tuple(Edge(a, b, costs) for (a, b), costs in state.edges.items()))
+    rebuilt.__dict__["table"] = problem.table
+    smaller = _narrowed(rebuilt, kept, group_sizes=tuple(
+        0 if gone else size for size, gone in zip(problem.group_sizes, dropped_input)))
+    return Reduced(smaller, kept, sum(counts))
 
 
 def on_undominated(solve_reduced: Callable[..., SolveResult]) -> Callable[..., SolveResult]:
-    """A backend's `solve` from its solve of a reduced problem: `solve_reduced` sees only the undominated
-    candidates (`reduce`), and its choice comes back as indices of the problem's candidates."""
+    """A backend's `solve` from its solve of a reduced problem: `solve_reduced` sees the problem after the exact
+    pairwise reductions, over the undominated candidates only (`reduce`); its choice comes back as indices of the
+    problem's candidates, its exchange and changed values as the problem's. When some group has no candidate that
+    may be chosen, the answer is infeasible without a solve."""
 
     def solve(problem: Problem, settings: SolverSettings, progress: Progress | None = None, **options) -> SolveResult:
         reduced = reduce(problem)
+        if reduced.infeasible:
+            return SolveResult(SolveStatus.INFEASIBLE, problem.input_choice, None, problem.lower_bound(),
+                               solve_seconds=0.0, first_solution_seconds=None, objective=settings.objective,
+                               **model_size(problem))
         result = solve_reduced(reduced.problem, settings, progress, **options)
-        return replace(result, choice=reduced.lift(result.choice), candidates_dropped=reduced.dropped)
+        if result.peak is None:
+            return replace(result, choice=problem.input_choice, candidates_dropped=reduced.dropped)
+        choice = reduced.lift(result.choice)
+        return replace(result, choice=choice, candidates_dropped=reduced.dropped,
+                       exchange_bytes=problem.exchange_of(choice), changed_values=problem.changed_of(choice))
 
     return solve

@@ -1,0 +1,344 @@
+"""The IOPDDL contest's problem (ASPLOS / EuroSys 2025, XLA auto-sharding) read, scored and handed to the core.
+
+An instance has nodes, each with strategies (a cost, and a memory usage held over the node's half-open interval
+`[start, end)`), edges with a cost per pair of their nodes' strategies (pair `s_u * len(costs[v]) + s_v`), and a
+usage limit at every time point. `read_instance` reads the contest's JSON (gzip or plain) into an immutable
+`Instance`; `evaluate` scores a solution as the contest's evaluator does, with no solver code, so a solver's own
+figures are checked rather than trusted; `problem_of` is the instance as the core's `Problem` (nodes -> groups,
+costs -> exchange, edges -> pairwise costs, usages -> one row per time point that can reach the limit).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+from dataclasses import dataclass
+from itertools import chain
+from operator import itemgetter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ipuplan.errors import PlanError
+from ipuplan.model.problem import FORBIDDEN, Edge, Problem, StepRow
+from ipuplan.plan.budgets import Limit
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+@dataclass(frozen=True)
+class Instance:
+    """Read-only arrays. Node `i`'s strategies are entries `strategy_start[i]:strategy_start[i + 1]` of `costs` and
+    `usages`; edge `e`'s pair costs are entries `edge_start[e]:edge_start[e + 1]` of `edge_costs`."""
+
+    name: str
+    intervals: np.ndarray
+    """(nodes, 2): the node holds its usage at every time `t` with `start <= t < end`."""
+    strategy_start: np.ndarray
+    costs: np.ndarray
+    usages: np.ndarray
+    edge_nodes: np.ndarray
+    """(edges, 2): the nodes `u`, `v` an edge joins, in the order its pair index reads them."""
+    edge_start: np.ndarray
+    edge_costs: np.ndarray
+    usage_limit: int | None
+    """None: the instance has no limit."""
+
+    @property
+    def nodes(self) -> int:
+        return len(self.intervals)
+
+    @property
+    def edges(self) -> int:
+        return len(self.edge_nodes)
+
+    @property
+    def strategy_counts(self) -> np.ndarray:
+        return np.diff(self.strategy_start)
+
+    def node_costs(self, node: int) -> np.ndarray:
+        return self.costs[self.strategy_start[node]:self.strategy_start[node + 1]]
+
+    def node_usages(self, node: int) -> np.ndarray:
+        return self.usages[self.strategy_start[node]:self.strategy_start[node + 1]]
+
+    def edge_matrix(self, edge: int) -> np.ndarray:
+        """The edge's costs as (strategies of u) x (strategies of v)."""
+        u, v = self.edge_nodes[edge].tolist()
+        flat = self.edge_costs[self.edge_start[edge]:self.edge_start[edge + 1]]
+        return flat.reshape(int(self.strategy_counts[u]), int(self.strategy_counts[v]))
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """A solution scored by the contest's definition."""
+
+    cost: int
+    """Node costs plus edge costs, exact (forbidden ones, about 1e18 each, included)."""
+    valid: bool
+    """At every time point the live nodes' usages sum to at most the limit."""
+    peak_time: int | None
+    """The earliest time point of the highest usage (None: no node is ever live)."""
+    peak_usage: int
+    forbidden: int
+    """Costs at or above `FORBIDDEN` the solution pays (node and edge costs): choices the core must never make."""
+
+
+def read_instance(path: str | Path) -> Instance:
+    """The instance in `path`, gzip-compressed or not; a malformed file is a `PlanError` naming it and the field."""
+    path = Path(path)
+    try:
+        return instance_of(_json_of(path), path.name)
+    except PlanError as error:
+        raise error.at(source=str(path)) from None
+
+
+def _json_of(path: Path) -> Any:
+    try:
+        data = path.read_bytes()
+        text = gzip.decompress(data) if data.startswith(GZIP_MAGIC) else data
+    except OSError as error:  # gzip.BadGzipFile is one
+        raise PlanError(f"cannot read: {error.strerror or error}") from None
+    except (EOFError, zlib.error) as error:
+        raise PlanError(f"cannot read: damaged gzip data ({error})") from None
+    try:
+        return json.loads(text.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise PlanError("invalid JSON: not UTF-8 text") from None
+    except json.JSONDecodeError as error:
+        raise PlanError(f"invalid JSON: {error.msg}", location=f"line {error.lineno} column {error.colno}") from None
+
+
+def instance_of(raw: Any, name: str = "<instance>") -> Instance:
+    """The instance a parsed contest JSON document describes (`{"problem": {"nodes", "edges", "usage_limit"}}`)."""
+    if not isinstance(raw, dict):
+        raise PlanError("expected a JSON object", location="document")
+    problem = _field(raw, "problem", dict, "")
+    nodes = _field(problem, "nodes", dict, "problem.")
+    edges = _field(problem, "edges", dict, "problem.")
+    intervals = _pairs(_field(nodes, "intervals", list, "problem.nodes."), "problem.nodes.intervals")
+    strategy_start, costs = _ragged(_field(nodes, "costs", list, "problem.nodes."), "problem.nodes.costs")
+    usage_start, usages = _ragged(_field(nodes, "usages", list, "problem.nodes."), "problem.nodes.usages")
+    _same_lengths(intervals, strategy_start, usage_start)
+    bad = np.flatnonzero(intervals[:, 0] > intervals[:, 1])
+    if len(bad):
+        raise PlanError("the interval ends before it starts", location=f"problem.nodes.intervals[{bad[0]}]")
+    edge_nodes = _pairs(_field(edges, "nodes", list, "problem.edges."), "problem.edges.nodes")
+    edge_start, edge_costs = _ragged(_field(edges, "costs", list, "problem.edges."), "problem.edges.costs")
+    _check_edges(edge_nodes, edge_start, np.diff(strategy_start))
+    return Instance(name, *(_frozen(a) for a in (intervals, strategy_start, costs, usages, edge_nodes, edge_start,
+                                                   edge_costs)), _usage_limit(problem))
+
+
+def _field(parent: dict, key: str, kind: type, where: str) -> Any:
+    if key not in parent:
+        raise PlanError(f"missing field {key!r}", location=where.rstrip(".") or "document")
+    if not isinstance(parent[key], kind):
+        raise PlanError(f"expected a JSON {'object' if kind is dict else 'array'}", location=f"{where}{key}")
+    return parent[key]
+
+
+def _as_int64(values: list) -> np.ndarray | None:
+    """The values as int64 when each is a non-negative JSON integer (not a bool, not a float) below 2**63; else None."""
+    if not set(map(type, values)) <= {int}:
+        return None
+    try:
+        array = np.array(values, dtype=np.int64)
+    except OverflowError:
+        return None
+    return None if (array < 0).any() else array
+
+
+def _integers(values: list, location: str) -> np.ndarray:
+    array = _as_int64(values)
+    if array is None:
+        at = next(k for k, x in enumerate(values) if type(x) is not int or not 0 <= x < 2**63)
+        raise PlanError(f"expected a non-negative integer below 2**63, found {json.dumps(values[at])}",
+                        location=f"{location}[{at}]")
+    return array
+
+
+def _flat_integers(lists: list, location: str) -> np.ndarray:
+    """Every integer of a list of lists, end to end (one conversion: A has 6 M edge costs); the first bad one named."""
+    flat = _as_int64(list(chain.from_iterable(lists)))
+    if flat is None:
+        for k, item in enumerate(lists):
+            _integers(item, f"{location}[{k}]")
+    return flat
+
+
+def _ragged(lists: list, location: str) -> tuple[np.ndarray, np.ndarray]:
+    """(where each list begins, the total at the end; every entry end to end) of a list of non-empty integer lists."""
+    for k, item in enumerate(lists):
+        if not isinstance(item, list) or not item:
+            raise PlanError("expected a non-empty array of integers", location=f"{location}[{k}]")
+    lengths = np.array([len(item) for item in lists], dtype=np.int64)
+    return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64), _flat_integers(lists, location)
+
+
+def _pairs(items: list, location: str) -> np.ndarray:
+    """(len, 2) int64 of a list of two-integer lists."""
+    for k, item in enumerate(items):
+        if not isinstance(item, list) or len(item) != 2:
+            raise PlanError("expected an array of two integers", location=f"{location}[{k}]")
+    return _flat_integers(items, location).reshape(-1, 2)
+
+
+def _same_lengths(intervals: np.ndarray, strategy_start: np.ndarray, usage_start: np.ndarray) -> None:
+    if not len(intervals) == len(strategy_start) - 1 == len(usage_start) - 1:
+        counts = f"{len(intervals)} intervals, {len(strategy_start) - 1} costs, {len(usage_start) - 1} usages"
+        raise PlanError(f"every node needs an interval, costs and usages: {counts}", location="problem.nodes")
+    differ = np.flatnonzero(np.diff(strategy_start) != np.diff(usage_start))
+    if len(differ):
+        k = int(differ[0])
+        raise PlanError(f"{usage_start[k + 1] - usage_start[k]} usages for {strategy_start[k + 1] - strategy_start[k]} "
+                        "strategies", location=f"problem.nodes.usages[{k}]")
+
+
+def _check_edges(edge_nodes: np.ndarray, edge_start: np.ndarray, counts: np.ndarray) -> None:
+    if len(edge_nodes) != len(edge_start) - 1:
+        raise PlanError(f"{len(edge_nodes)} edges but {len(edge_start) - 1} cost arrays", location="problem.edges")
+    outside = np.flatnonzero((edge_nodes >= len(counts)).any(axis=1))
+    if len(outside):
+        raise PlanError(f"no such node (the instance has {len(counts)})", location=f"problem.edges.nodes[{outside[0]}]")
+    pairs = counts[edge_nodes[:, 0]] * counts[edge_nodes[:, 1]] if len(edge_nodes) else np.zeros(0, np.int64)
+    wrong = np.flatnonzero(np.diff(edge_start) != pairs)
+    if len(wrong):
+        k = int(wrong[0])
+        raise PlanError(f"{edge_start[k + 1] - edge_start[k]} costs for {pairs[k]} strategy pairs",
+                        location=f"problem.edges.costs[{k}]")
+
+
+def _usage_limit(problem: dict) -> int | None:
+    limit = problem.get("usage_limit")
+    if limit is not None and (type(limit) is not int or not 0 <= limit < 2**63):
+        raise PlanError(f"expected a non-negative integer below 2**63, found {json.dumps(limit)}",
+                        location="problem.usage_limit")
+    return limit
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
+
+
+def evaluate(instance: Instance, solution) -> Evaluation:
+    """The contest's score of `solution` (one strategy index per node): cost = the chosen node costs plus, per edge
+    `(u, v)`, entry `s_u * len(costs[v]) + s_v` of its costs; valid when at every time point `t` the usages of the
+    nodes with `start <= t < end` sum to at most the limit."""
+    chosen = _strategies(instance, solution)
+    node_costs = instance.costs[instance.strategy_start[:-1] + chosen]
+    u, v = instance.edge_nodes[:, 0], instance.edge_nodes[:, 1]
+    pair = chosen[u] * instance.strategy_counts[v] + chosen[v]
+    edge_costs = instance.edge_costs[instance.edge_start[:-1] + pair]
+    usage = usage_over_time(instance, chosen)
+    peak_time = int(np.argmax(usage)) if len(usage) else None
+    peak_usage = int(usage[peak_time]) if peak_time is not None else 0
+    valid = instance.usage_limit is None or peak_usage <= instance.usage_limit
+    forbidden = int((node_costs >= FORBIDDEN).sum() + (edge_costs >= FORBIDDEN).sum())
+    return Evaluation(sum(node_costs.tolist()) + sum(edge_costs.tolist()), valid, peak_time, peak_usage, forbidden)
+
+
+def _strategies(instance: Instance, solution) -> np.ndarray:
+    """The solution as int64, refused (a `PlanError` at `solution[i]`) unless one strategy index per node."""
+    items = list(solution)
+    if len(items) != instance.nodes:
+        raise PlanError(f"{len(items)} strategies for {instance.nodes} nodes", source="<solution>")
+    counts = instance.strategy_counts.tolist()
+    for node, (strategy, count) in enumerate(zip(items, counts)):
+        if not isinstance(strategy, (int, np.integer)) or isinstance(strategy, bool) or not 0 <= strategy < count:
+            raise PlanError(f"expected a strategy index below {count}, found {strategy!r}", location=f"[{node}]",
+                            source="<solution>")
+    return np.array(items, dtype=np.int64)
+
+
+def usage_over_time(instance: Instance, chosen: np.ndarray) -> np.ndarray:
+    """Per time point from 0 to the last interval's end (exclusive), the summed usage of the nodes live then."""
+    return live_sum(instance, instance.usages[instance.strategy_start[:-1] + chosen])[:-1]
+
+
+def problem_of(instance: Instance) -> Problem:
+    """The instance as the core's `Problem`: a group per node, a candidate per strategy, its cost as exchange (costs
+    at or above `FORBIDDEN` capped to it: the core never chooses them, and the sums stay within int64), each edge
+    a pairwise cost, and the limit as one `Limit` over the rows of `usage_rows`. No input plan: input choices 0."""
+    counts = instance.strategy_counts.tolist()
+    rows = usage_rows(instance)
+    limits = () if instance.usage_limit is None else (Limit("usage", 1, 0, instance.usage_limit),)
+    return Problem(candidate_counts=tuple(counts), input_choice=(0,) * instance.nodes, group_sizes=(0,) * instance.nodes,
+                   rows=rows, exchange=unary_costs(instance), limits=limits, steps_total=len(rows),
+                   edges=pairwise_costs(instance))
+
+
+def unary_costs(instance: Instance) -> tuple[tuple[int, ...], ...]:
+    """Per node, per strategy: its cost plus, for an edge that joins the node to itself, the pair (s, s)."""
+    capped = np.minimum(instance.costs, FORBIDDEN)
+    for e in np.flatnonzero(instance.edge_nodes[:, 0] == instance.edge_nodes[:, 1]).tolist():
+        node = int(instance.edge_nodes[e, 0])
+        at = slice(instance.strategy_start[node], instance.strategy_start[node + 1])
+        capped[at] = np.minimum(capped[at] + np.minimum(np.diagonal(instance.edge_matrix(e)), FORBIDDEN), FORBIDDEN)
+    return tuple(tuple(capped[a:b].tolist()) for a, b in zip(instance.strategy_start[:-1].tolist(),
+                                                              instance.strategy_start[1:].tolist()))
+
+
+def pairwise_costs(instance: Instance) -> tuple[Edge, ...]:
+    """An `Edge` per edge joining two nodes, costs capped at `FORBIDDEN` (a self-edge is in `unary_costs`)."""
+    return tuple(Edge(u, v, np.minimum(instance.edge_matrix(e), FORBIDDEN))
+                 for e, (u, v) in enumerate(instance.edge_nodes.tolist()) if u != v)
+
+
+def usage_rows(instance: Instance) -> tuple[StepRow, ...]:
+    """A row per time point where the usage can peak and can pass the limit (`row_times`). A node whose usage is
+    the same for every strategy is a row constant; every other live node is a term, its one pair of arrays shared
+    by every row it is live at."""
+    times = row_times(instance)
+    start, end = instance.intervals[:, 0], instance.intervals[:, 1]
+    least, most = _usage_extremes(instance)
+    varying = np.flatnonzero(most > least)
+    counts = instance.strategy_counts
+    zeros = {n: _frozen(np.zeros(n, dtype=np.int64)) for n in np.unique(counts[varying]).tolist()}
+    terms = [(g, instance.node_usages(g), zeros[int(counts[g])]) for g in varying.tolist()]
+    constant = live_sum(instance, np.where(most > least, 0, least))
+    start, end = start[varying], end[varying]
+    rows = []
+    for t in times.tolist():
+        live = np.flatnonzero((start <= t) & (end > t))
+        picked = itemgetter(*live.tolist())(terms) if len(live) else ()
+        rows.append(StepRow(t, int(constant[t]), 0, picked if len(live) != 1 else (picked,)))
+    return tuple(rows)
+
+
+def row_times(instance: Instance) -> np.ndarray:
+    """The time points a limit needs rows at, ascending. The usage changes only where an interval starts or ends,
+    and only rises at starts, so its maximum over time is reached at some start of a node that holds memory. Of
+    two consecutive such starts, the earlier one's live set is within the later one's (usages are non-negative)
+    unless some node ends in between: only the starts followed by an end before the next start are kept. Of
+    those, only the ones where the most every live node can use passes the limit (none without a limit)."""
+    if instance.usage_limit is None:
+        return np.zeros(0, dtype=np.int64)
+    most = _usage_extremes(instance)[1]
+    holds = (most > 0) & (instance.intervals[:, 0] < instance.intervals[:, 1])
+    starts = np.unique(instance.intervals[holds, 0])
+    ends = np.sort(instance.intervals[holds, 1])
+    following = np.append(starts[1:], np.iinfo(np.int64).max)
+    peaks = np.searchsorted(ends, following, side="right") > np.searchsorted(ends, starts, side="right")
+    can_pass = live_sum(instance, most)[starts] > instance.usage_limit
+    return starts[peaks & can_pass]
+
+
+def _usage_extremes(instance: Instance) -> tuple[np.ndarray, np.ndarray]:
+    """Per node, the least and the most usage of its strategies."""
+    if not instance.nodes:
+        return instance.usages, instance.usages
+    return (np.minimum.reduceat(instance.usages, instance.strategy_start[:-1]),
+            np.maximum.reduceat(instance.usages, instance.strategy_start[:-1]))
+
+
+def live_sum(instance: Instance, per_node: np.ndarray) -> np.ndarray:
+    """Per time point (0 to the last end, inclusive), the sum of `per_node` over the nodes live then."""
+    horizon = int(instance.intervals[:, 1].max(initial=0))
+    change = np.zeros(horizon + 1, dtype=np.int64)
+    np.add.at(change, instance.intervals[:, 0], per_node)
+    np.add.at(change, instance.intervals[:, 1], -per_node)
+    return np.cumsum(change)

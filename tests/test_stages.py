@@ -85,8 +85,9 @@ PATHS = {
     "best effort --report": (cli("optimize", str(REFERENCE), "-o", "TMP/o.json", *TIGHT, "--workers", "1",
                                  "--time-limit", "5", "--best-effort", "--report", "TMP/r.html", code=3), 2, "kernels",
                              ("full",)),
+    # sweep: the input's facts, and those of the plan each point would write (its exact exchange; storage: 1 point)
     "sweep --report": (cli("sweep", str(REFERENCE), "--scope", "storage", "--workers", "1", "--report", "TMP/s.html"),
-                       1, "storage", ()),
+                       2, "storage", ()),
     "explore": (lambda tmp: explore_one(str(REFERENCE), str(tmp), OptimizeOptions(workers=1, time_limit=5)), 2, "full",
                 ()),
     "report": (cli("report", str(REFERENCE), "-o", "TMP/r.html", "--scope", "kernels"), 1, "kernels", ()),

@@ -335,7 +335,10 @@ def test_fit_and_peak_by_the_models_proxy_and_by_the_exact_exchange(path):
             continue
         fit = optimize(plan, workers=1, scope=scope, objective="fit")
         assert check(fit.plan) == []
-        if fit.status == SolveStatus.OPTIMAL:  # fit proves the least of the proxy it minimises
+        # fit proves the least of the proxy it minimises over its candidates; peak may have promoted splits a cap
+        # left out (6layers-chip, kernels: 431.8 M there against fit's optimal 514.5 M)
+        same = fit.prepared.problem.candidate_counts == peak.prepared.problem.candidate_counts
+        if fit.status == SolveStatus.OPTIMAL and same:
             assert fit.model_exchange_after <= peak.model_exchange_after
         # Measured on every plan of models/: the plan fit writes never sends less, exactly, than peak's (the same
         # in storage, 22% to 70% more in kernels and full: the proxy does not price reductions, issue 24 part 2).

@@ -11,7 +11,7 @@ from problems import BUDGETED, problem
 
 from ipuplan.model.objective import Objective
 from ipuplan.model.problem import StepRow
-from ipuplan.solvers.construct import construct, tie_bound, tie_costs, tie_ranks, tie_value
+from ipuplan.solvers.construct import changed_costs, construct, tie_bound, tie_ranks, tie_value
 
 
 def test_constructive_repairs_a_budget_the_smallest_candidates_break():
@@ -49,5 +49,6 @@ def test_tie_costs_order_exchange_bytes_before_changed_values():
     # the least: no exchange, by changing the first two groups (3 + 4 values); the third's input sends nothing
     assert tie_bound(ties) == min(tie_value(ties, c) for c in choices) == tie_value(ties, (1, 2, 0)) == (0, 3 + 4)
     # the ranks order each group's candidates as the weighted sum does, without a product that could overflow
-    for ranks, costs in zip(tie_ranks(ties), tie_costs(ties)):
-        assert np.argsort(ranks, kind="stable").tolist() == np.argsort(costs, kind="stable").tolist()
+    for ranks, exchange, changed in zip(tie_ranks(ties), ties.exchange, changed_costs(ties)):
+        weighted = np.array(exchange) * ties.tie_weight + changed
+        assert (ranks[:, None] <= ranks[None, :]).tolist() == (weighted[:, None] <= weighted[None, :]).tolist()

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import pytest
 from problems import b, problem
 
-from ipuplan.model.problem import StepRow
+from ipuplan.model.problem import FORBIDDEN, Edge, StepRow
 from ipuplan.plan.budgets import Budgets
 from ipuplan.solvers import SolverSettings, SolveStatus, solve
 from ipuplan.solvers.cpsat import solve_reduced
@@ -50,3 +51,14 @@ def test_windows_and_the_whole_model_agree_with_brute_force(budgets):
     result = solve(p, SETTINGS)
     feasible = [p.usage(c).peak for c in itertools.product(range(2), range(2)) if not p.usage(c).violation(p.limits)]
     assert (result.peak, result.status) == ((min(feasible), SolveStatus.OPTIMAL) if feasible else (None, SolveStatus.INFEASIBLE))
+
+
+def test_a_window_keeps_the_edges_between_its_groups_only():
+    # A (row 0) and C (row 2) are joined to B (row 1): the window of rows 0-1 has A and B and their edge alone, its
+    # forbidden pair (A1, B0) kept, renumbered; the window of row 2 has C alone and no edge.
+    rows = [StepRow(r, 0, 0, ((r, b(1, 2), b(0, 0)),)) for r in range(3)]
+    joined = problem(rows, (2, 2, 2), edges=[Edge(0, 1, np.array([[0, 1], [FORBIDDEN, 0]])),
+                                             Edge(2, 1, np.array([[3, 0], [0, 3]]))])
+    _, first = window(joined, 0, 2)
+    assert [(e.a, e.b, e.costs.tolist()) for e in first.edges] == [(0, 1, [[0, 1], [FORBIDDEN, 0]])]
+    assert window(joined, 2, 3)[1].edges == ()

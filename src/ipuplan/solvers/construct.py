@@ -94,16 +94,10 @@ def changed_costs(problem: Problem) -> list[np.ndarray]:
             for count, original, size in zip(problem.candidate_counts, problem.input_choice, problem.group_sizes)]
 
 
-def tie_costs(problem: Problem) -> list[np.ndarray]:
-    """Per group, per candidate: exchange x weight + changed values (the objective's terms after the peak as one
-    figure; only where `problem.ties_combine`: elsewhere it may overflow, and `tie_ranks` orders the same)."""
-    return [np.array(costs, dtype=np.int64) * problem.tie_weight + changed
-            for costs, changed in zip(problem.exchange, changed_costs(problem))]
-
-
 def tie_ranks(problem: Problem) -> list[np.ndarray]:
     """Per group, per candidate: its rank among the group's candidates by (exchange bytes, changed values), equal
-    pairs equal ranks. It orders them as exchange x weight + changed values does, with no product to overflow."""
+    pairs equal ranks. It orders them as exchange x `tie_weight` + changed values does (the weight is more than all
+    changes together), with no product that could wrap in int64."""
     counts = np.array(problem.candidate_counts, dtype=np.int64)
     if not len(counts):
         return []

@@ -290,8 +290,11 @@ def pair_columns(problem: Problem, first: np.ndarray) -> PairColumns:
         left.append(first[edge.a] + i)
         right.append(first[edge.b] + j)
         cost.append(edge.costs[i, j])
-        equalities += [(int(first[edge.a]) + k, pairs[i == k]) for k in range(edge.costs.shape[0])]
-        equalities += [(int(first[edge.b]) + k, pairs[j == k]) for k in range(edge.costs.shape[1])]
+        by_right = np.argsort(j, kind="stable")
+        for group, side, order in ((edge.a, i, np.arange(len(i))), (edge.b, j, by_right)):
+            bounds = np.searchsorted(side[order], np.arange(problem.candidate_counts[group] + 1))
+            equalities += [(int(first[group]) + k, pairs[order[bounds[k]:bounds[k + 1]]])
+                           for k in range(problem.candidate_counts[group])]
         start += len(i)
     forbidden = np.concatenate([first[g] + np.flatnonzero(mask) for g, mask in enumerate(unary)]) if unary else []
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ipuplan.model.problem import Problem, StepRow, alive_left_out
+from ipuplan.model.problem import Edge, Problem, StepRow, alive_left_out
 from ipuplan.solvers.result import Progress, SolveResult, SolverSettings, SolveStatus
 
 ROWS = 64
@@ -43,21 +43,24 @@ class WindowBound:
 
 
 def window(problem: Problem, first: int, last: int) -> tuple[tuple, Problem]:
-    """(content key, the problem of rows `first` to `last` over only the groups live there, renumbered)."""
+    """(content key, the problem of rows `first` to `last` over only the groups live there, renumbered, with the
+    edges between two of them: fewer pairs that may not be made than the whole problem has, still a relaxation)."""
     rows = problem.rows[first:last]
     local: dict[int, int] = {}
     for row in rows:
         for g, _, _ in row.terms:
             local.setdefault(g, len(local))
     groups = list(local)
+    edges = tuple(Edge(local[e.a], local[e.b], e.costs) for e in problem.edges if e.a in local and e.b in local)
     key = tuple((row.standard, row.interleaved, tuple((local[g], s.tobytes(), i.tobytes()) for g, s, i in row.terms))
-                for row in rows)
+                for row in rows) + tuple((e.a, e.b, e.costs.shape, e.costs.tobytes()) for e in edges)
     sub = Problem(candidate_counts=tuple(problem.candidate_counts[g] for g in groups),
                   input_choice=tuple(problem.input_choice[g] for g in groups),
                   group_sizes=tuple(problem.group_sizes[g] for g in groups),
                   rows=tuple(StepRow(row.step, row.standard, row.interleaved,
                                      tuple((local[g], s, i) for g, s, i in row.terms)) for row in rows),
-                  exchange=tuple(problem.exchange[g] for g in groups), limits=problem.limits, steps_total=len(rows))
+                  exchange=tuple(problem.exchange[g] for g in groups), limits=problem.limits, steps_total=len(rows),
+                  edges=edges)
     return key, sub
 
 

@@ -52,11 +52,14 @@ class Reduced:
                        second.infeasible)
 
 
-def undominated(standard: np.ndarray, interleaved: np.ndarray, ties: np.ndarray, keep: int) -> np.ndarray:
-    """Indices of the candidates no other candidate dominates (rows x candidates matrices; `keep` always stays)."""
+def undominated(standard: np.ndarray, interleaved: np.ndarray, ties: np.ndarray, keep: int,
+                pairs: np.ndarray | None = None) -> np.ndarray:
+    """Indices of the candidates no other candidate dominates (rows x candidates matrices, `pairs` the group's edge
+    costs per neighbour candidate, if any; `keep` always stays)."""
     both = np.unique(np.hstack([standard, interleaved]), axis=0) if len(standard) else np.zeros((0, 2 * len(ties)))
     count = len(ties)
-    bytes_of = np.vstack([both[:, :count], both[:, count:]])  # rows of either class, candidates as columns
+    # rows of either class and of the edges, candidates as columns
+    bytes_of = np.vstack([both[:, :count], both[:, count:], *(() if pairs is None else (pairs,))])
     no_more = (bytes_of[:, :, None] <= bytes_of[:, None, :]).all(axis=0) & (ties[:, None] <= ties[None, :])
     equal = (bytes_of[:, :, None] == bytes_of[:, None, :]).all(axis=0) & (ties[:, None] == ties[None, :])
     # d beats c: no more anywhere and not identical, or identical with a lower index.
@@ -84,9 +87,9 @@ def _kept(problem: Problem) -> tuple[np.ndarray, ...]:
     for g, terms in enumerate(terms_by_group(table, problem.groups)):
         at = table.start[terms][:, None] + np.arange(problem.candidate_counts[g])
         standard, interleaved = table.standard[at], table.interleaved[at]
-        if g in pairs:
-            standard = np.vstack([standard, *pairs[g]])
-            interleaved = np.vstack([interleaved, *(np.zeros_like(costs) for costs in pairs[g])])
+        if g in pairs:  # a group with edges is like no other: no key to share
+            kept.append(undominated(standard, interleaved, ties[g], problem.input_choice[g], np.vstack(pairs[g])))
+            continue
         key = (standard.shape, standard.tobytes(), interleaved.tobytes(), ties[g].tobytes(), problem.input_choice[g])
         if key not in found:
             found[key] = undominated(standard, interleaved, ties[g], problem.input_choice[g])
@@ -119,10 +122,16 @@ def _narrowed(problem: Problem, kept: tuple[np.ndarray, ...], **fields) -> Probl
     smaller = replace(problem, candidate_counts=tuple(len(k) for k in kept), rows=_kept_rows(problem, table),
                       input_choice=tuple(where[g].get(c, 0) for g, c in enumerate(problem.input_choice)),
                       exchange=tuple(tuple(problem.exchange[g][int(c)] for c in group) for g, group in enumerate(kept)),
-                      edges=tuple(Edge(e.a, e.b, e.costs[np.ix_(kept[e.a], kept[e.b])]) for e in problem.edges),
+                      edges=tuple(_narrowed_edge(e, kept[e.a], kept[e.b]) for e in problem.edges),
                       **fields)
     smaller.__dict__["table"] = table  # the narrowed table is the rows' table: no second pass over every term
     return smaller
+
+
+def _narrowed_edge(edge: Edge, rows: np.ndarray, columns: np.ndarray) -> Edge:
+    if (len(rows), len(columns)) == edge.costs.shape:  # kept whole (candidates are kept in order)
+        return edge
+    return Edge(edge.a, edge.b, edge.costs[np.ix_(rows, columns)])
 
 
 def dominance(problem: Problem) -> Reduced:
@@ -170,17 +179,21 @@ class _Pairwise:
         self.exchange = [np.minimum(np.asarray(costs, dtype=np.int64), FORBIDDEN) for costs in problem.exchange]
         self.alive = [costs < FORBIDDEN for costs in self.exchange]
         self.edges = _merged_edges(problem)
+        self.kept_edges: dict[tuple[int, int], tuple[int, int]] = {}
+        """Edges found to need pair variables, with their sides' candidates left then: while those counts stand
+        (candidates are only ever dropped), the edge needs them still."""
 
     def drop_forbidden(self) -> None:
-        """Drop candidates forbidden alone or on every pair of an edge, until none is."""
+        """Drop candidates forbidden alone or on every pair of an edge, until none is. Only an edge with a forbidden
+        pair can drop one (any pair of an edge without is allowed)."""
+        for g, costs in enumerate(self.exchange):
+            self.alive[g] &= costs < FORBIDDEN
+        forbidding = [(key, costs < FORBIDDEN) for key, costs in self.edges.items() if (costs >= FORBIDDEN).any()]
         changed = True
         while changed:
             changed = False
-            for g, costs in enumerate(self.exchange):
-                changed |= bool((self.alive[g] & (costs >= FORBIDDEN)).any())
-                self.alive[g] &= costs < FORBIDDEN
-            for (a, b), costs in self.edges.items():
-                allowed = (costs < FORBIDDEN) & self.alive[a][:, None] & self.alive[b][None, :]
+            for (a, b), allowed_pairs in forbidding:
+                allowed = allowed_pairs & self.alive[a][:, None] & self.alive[b][None, :]
                 for g, usable in ((a, allowed.any(axis=1)), (b, allowed.any(axis=0))):
                     changed |= bool((self.alive[g] & ~usable).any())
                     self.alive[g] &= usable
@@ -190,6 +203,8 @@ class _Pairwise:
         made = False
         for (a, b), costs in list(self.edges.items()):
             rows, columns = np.flatnonzero(self.alive[a]), np.flatnonzero(self.alive[b])
+            if self.kept_edges.get((a, b)) == (len(rows), len(columns)):
+                continue
             alive = costs[np.ix_(rows, columns)]
             if len(rows) == 1 or len(columns) == 1:
                 split = (alive.min(axis=1), np.zeros(len(columns), np.int64)) if len(columns) == 1 else (
@@ -197,6 +212,7 @@ class _Pairwise:
             else:
                 split = _separated(alive)
             if split is None:
+                self.kept_edges[(a, b)] = (len(rows), len(columns))
                 continue
             self.exchange[a][rows] = _priced_sum(self.exchange[a][rows], split[0])
             self.exchange[b][columns] = _priced_sum(self.exchange[b][columns], split[1])

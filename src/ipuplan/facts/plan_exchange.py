@@ -396,12 +396,13 @@ def run_counts(shape: tuple[int, ...], dimensions: tuple[int, ...], terms: tuple
 
 def sorted_unique(numbers: np.ndarray) -> np.ndarray:
     """The distinct numbers in increasing order: `np.unique` by a sort (numpy 2.4's hashing `np.unique` took a
-    second on the optimised reference plan's flat layouts).
+    second on the optimised reference plan's flat layouts). A stable sort, since the cuts of `run_counts` are a few
+    sorted runs one after another, which it merges (a tenth of quicksort's time on a million cuts).
 
     >>> sorted_unique(np.array([5, 0, 5, 2])).tolist()
     [0, 2, 5]
     """
-    ordered = np.sort(numbers)
+    ordered = np.sort(numbers, kind="stable")
     return ordered[np.append(True, ordered[1:] != ordered[:-1])]
 
 

@@ -17,7 +17,6 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from ortools.sat.python import cp_model
 
 from ipuplan.model.problem import Limit, Problem
 from ipuplan.solvers.cpsat import (
@@ -30,6 +29,7 @@ from ipuplan.solvers.cpsat import (
     usage_expressions,
 )
 from ipuplan.solvers.linear import pair_columns
+from ipuplan.solvers.ortools_import import cp_model
 from ipuplan.solvers.result import SolveStatus
 
 RAW_PEAK = Limit("raw peak", 1, 1, 0)

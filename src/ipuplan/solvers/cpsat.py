@@ -15,12 +15,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from ortools.sat.python import cp_model
-
 from ipuplan.model.objective import OBJECTIVES, Objective, Term
 from ipuplan.model.problem import FORBIDDEN, Problem, StepRow
 from ipuplan.solvers.construct import construct, tie_bound, tie_value
 from ipuplan.solvers.linear import LinearRows, PairColumns, RuleRows, linear_rows, pair_columns
+from ipuplan.solvers.ortools_import import cp_model
 from ipuplan.solvers.reduce import on_undominated, pairwise
 from ipuplan.solvers.result import FrontPoint, Progress, SolveResult, SolverSettings, SolveStatus, model_size
 from ipuplan.solvers.windows import WindowBound, window_bound

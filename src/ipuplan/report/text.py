@@ -350,13 +350,7 @@ def optimize_summary(result, source: str, output: str | None) -> dict:
         "values_changed": len(result.changes),
         "changed_value_ids": [c.value_id for c in result.changes],
         "objective": result.options.objective.value,
-        "exchange_bytes_before": result.exchange_before,
-        "exchange_bytes_after": result.exchange_after,
-        "exchange_bytes_added": result.exchange_bytes_added,
-        "exchange": {"input": exchange_summary(result.input_exchange), "output": exchange_summary(result.output_exchange)},
-        "model_exchange_bytes_before": result.model_exchange_before,
-        "model_exchange_bytes_after": result.model_exchange_after,
-        "model_exchange_bound": solved.exchange_bound,
+        **_exchange_fields(result),
         "fits_budget": result.after.fits_budget,
         "best_effort": result.best_effort,
         "shortfall": [{"step": s.step, "budget": s.budget, "bytes": s.bytes, "limit": s.limit, "over": s.over}
@@ -387,6 +381,20 @@ def optimize_summary(result, source: str, output: str | None) -> dict:
             "interleaved_budget_bytes": result.budgets.interleaved_budget_bytes,
             "support_reserve_bytes": result.budgets.support_reserve_bytes,
         },
+    }
+
+
+def _exchange_fields(result) -> dict:
+    """The exact exchange of the input and of the written plan (docs/EXCHANGE.md), and apart, under its own name,
+    the optimiser's proxy."""
+    return {
+        "exchange_bytes_before": result.exchange_before,
+        "exchange_bytes_after": result.exchange_after,
+        "exchange_bytes_added": result.exchange_bytes_added,
+        "exchange": {"input": exchange_summary(result.input_exchange), "output": exchange_summary(result.output_exchange)},
+        "model_exchange_bytes_before": result.model_exchange_before,
+        "model_exchange_bytes_after": result.model_exchange_after,
+        "model_exchange_bound": result.solve.exchange_bound,
     }
 
 

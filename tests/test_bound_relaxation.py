@@ -16,6 +16,7 @@ from reference import MODELS
 from ipuplan import load_plan
 from ipuplan.facts.plan_facts import plan_facts
 from ipuplan.model.build import Widening, problem_of
+from ipuplan.model.objective import Objective
 from ipuplan.model.problem import Problem, StepRow, alive_left_out
 from ipuplan.plan.budgets import Budgets
 from ipuplan.plan.layout import STANDARD
@@ -186,3 +187,35 @@ def test_without_a_cap_the_same_optimum(monkeypatch):
     monkeypatch.setattr(gemm, "MAX_SPLITS", 10**6)
     result = optimize(load_plan(CHIP_6), scope="kernels", workers=1, time_limit=20)
     assert (result.after.raw_peak, result.status, result.solve.left_out) == (311_412, SolveStatus.OPTIMAL, 0)
+
+
+def least_exchange(p: Problem) -> int | None:
+    """By enumeration: the least exchange of a choice that meets the budgets (None: none does)."""
+    fits = [c for c in itertools.product(*(range(n) for n in p.candidate_counts)) if not p.usage(c).violation(p.limits)]
+    return min(p.exchange_of(c) for c in fits) if fits else None
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_fit_says_optimal_or_infeasible_only_of_the_whole_scope(seed):
+    """`fit` over a capped list: a left-out choice's exchange is unknown but not below 0, so "optimal" is said only
+    when no choice of the whole scope, left-out ones at no exchange, has less; "infeasible" only when none fits."""
+    rng = np.random.default_rng(seed)
+    p = random_problem(rng)
+    p = replace(p, exchange=tuple(tuple(int(x) for x in rng.integers(1, 50, n)) for n in p.candidate_counts))
+    result = solve(p, replace(SETTINGS, objective=Objective.FIT))
+    whole = least_exchange(complete(p))
+    if result.status == SolveStatus.OPTIMAL:
+        assert result.exchange_bytes == whole
+    if result.status == SolveStatus.INFEASIBLE:
+        assert whole is None
+    if result.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
+        assert result.exchange_bound <= whole <= result.exchange_bytes
+
+
+def test_fit_does_not_say_optimal_when_a_left_out_choice_may_cost_less():
+    fit = replace(SETTINGS, objective=Objective.FIT)
+    priced = replace(BETTER_LEFT_OUT, exchange=((5, 3), (0, 0)))
+    result = solve(priced, fit)
+    assert (result.status, result.exchange_bytes, result.exchange_bound, result.left_out) == (
+        SolveStatus.FEASIBLE, 3, 0, 2)
+    assert solve(replace(priced, left_out=()), fit).status == SolveStatus.OPTIMAL

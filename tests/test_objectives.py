@@ -320,7 +320,8 @@ def test_options_reach_explore_and_its_fingerprint(tmp_path):
     from ipuplan.workbench.explore import explore
 
     rows = explore([REFERENCE], tmp_path / "out", objective="fit", time_limit=5)
-    assert rows[0].status == "optimal" and rows[0].settings["objective"] == "fit"
+    # feasible, not optimal: the Gemm splits a cap leaves out may cost less exchange (solvers.whole_scope_fit)
+    assert rows[0].status == "feasible" and rows[0].settings["objective"] == "fit"
     assert rows[0].exchange_added is not None and check(load_plan(rows[0].output)) == []
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from ipuplan.model.objective import Objective
 from ipuplan.model.problem import Problem, alive_left_out
 from ipuplan.solvers.result import FrontPoint, Progress, SolveResult, SolverSettings, SolveStatus, model_size
-from ipuplan.solvers.windows import whole_scope
+from ipuplan.solvers.windows import whole_scope, whole_scope_fit
 
 SolveFunction = Callable[[Problem, SolverSettings, Progress | None], SolveResult]
 
@@ -57,12 +57,12 @@ Backend = _Registered("Backend", {name.upper(): name for name in BACKENDS})
 
 def solve(problem: Problem, settings: SolverSettings, backend: str | Backend = Backend.CPSAT,
           progress: Progress | None = None) -> SolveResult:
-    """Minimise the objective terms in order with the named backend. With the peak objective, the status and the
-    bound are the whole scope's, choices a cap left out of the candidates included (`windows.whole_scope`)."""
+    """Minimise the objective terms in order with the named backend. The status and the bound are the whole scope's,
+    choices a cap left out of the candidates included (`windows.whole_scope`, `whole_scope_fit`)."""
     found = BACKENDS[Backend(backend).value]
     run = import_module(found).solve if isinstance(found, str) else found
     if settings.objective != Objective.PEAK:
-        return run(problem, settings, progress)
+        return whole_scope_fit(problem, settings, run, progress)
     return whole_scope(problem, settings, run, progress)
 
 

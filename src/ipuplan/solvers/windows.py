@@ -127,3 +127,35 @@ def whole_scope(problem: Problem, settings: SolverSettings, solve: Callable[...,
         progress("scope", result.peak, result.peak if proven else bound.bound, time.perf_counter() - started)
     return replace(result, status=SolveStatus.OPTIMAL if proven else SolveStatus.FEASIBLE,
                    bound=result.peak if proven else min(bound.bound, result.peak), left_out=alive_count)
+
+
+def whole_scope_fit(problem: Problem, settings: SolverSettings, solve: Callable[..., SolveResult],
+                    progress: Progress | None = None) -> SolveResult:
+    """`fit`'s `whole_scope`: "optimal" only when no choice a cap left out can beat the exchange found, "infeasible"
+    only when none of them meets the budgets either. The relaxation gives each group with such choices one more
+    candidate, their least bytes at no exchange: its least exchange under the budgets bounds every choice of the
+    scope, and budgets it cannot meet, no choice meets."""
+    if not problem.left_out:
+        return solve(problem, settings, progress)
+    started = time.perf_counter()
+    result = solve(problem, replace(settings, time_limit=settings.time_limit * (1 - RELAXATION_SHARE)), progress)
+    if result.status == SolveStatus.NO_SOLUTION:
+        return result
+    alive = alive_left_out(problem, None)
+    relaxed = problem.relaxation(alive)
+    if relaxed is None:
+        return result
+    alive_count = int(sum(mask.sum() for mask in alive.values()))
+    solved = result.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
+    share = settings.time_limit * RELAXATION_SHARE
+    seconds = share if settings.deterministic else max(settings.time_limit - (time.perf_counter() - started), share)
+    bound = solve(replace(relaxed, input_choice=result.choice) if solved else relaxed,
+                  replace(settings, time_limit=seconds, dump_model=None), None)
+    if not solved:
+        status = SolveStatus.INFEASIBLE if bound.status == SolveStatus.INFEASIBLE else SolveStatus.NO_SOLUTION
+        return replace(result, status=status, left_out=alive_count)
+    least = bound.exchange_bound if bound.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE) else None
+    proven = result.status == SolveStatus.OPTIMAL and least is not None and least >= result.exchange_bytes
+    return replace(result, status=SolveStatus.OPTIMAL if proven else SolveStatus.FEASIBLE,
+                   exchange_bound=result.exchange_bytes if proven else min(least or 0, result.exchange_bound or 0),
+                   left_out=alive_count)

@@ -4,7 +4,6 @@ order exchange bytes before changed values."""
 from __future__ import annotations
 
 import itertools
-import time
 
 import numpy as np
 from problems import BUDGETED, problem
@@ -25,17 +24,15 @@ def test_fit_objective_constructive_fits():
     assert BUDGETED.usage(choice).violation(BUDGETED.limits) == 0
 
 
-def test_constructive_is_fast_on_many_rows():
-    # 2,000 groups over 3,000 rows, 8 candidates each: the numpy repair stays well under a second.
+def test_constructive_lowers_the_peak_of_a_large_problem():
+    # 2,000 groups over 3,000 rows, 8 candidates each (its speed is benchmarks/scaling.py's to measure).
     rng = np.random.default_rng(0)
     rows = []
     for r in range(3000):
         groups = sorted(set(rng.integers(0, 2000, 30).tolist()))
         rows.append(StepRow(r, 100, 0, tuple((g, rng.integers(1, 100, 8), np.zeros(8, dtype=np.int64)) for g in groups)))
     big = problem(rows, (8,) * 2000)
-    started = time.perf_counter()
     choice = construct(big)
-    assert time.perf_counter() - started < 5
     assert big.usage(choice).peak < big.usage(big.input_choice).peak
 
 

@@ -67,3 +67,11 @@ def test_synth_cli(tmp_path):
     assert result.exit_code == 0, result.output
     assert "200 values, 116 steps" in result.stdout
     assert check(load_plan(out)) == []
+
+
+def test_synth_cli_refuses_a_plan_too_large_in_one_line(tmp_path):
+    out = tmp_path / "huge.json"
+    result = CliRunner().invoke(app, ["synth", str(REFERENCE), "-o", str(out), "--unroll", "6000"])
+    assert result.exit_code == 2 and not out.exists()
+    assert result.stderr.strip().splitlines()[-1].endswith("6000 unrolled copies would make a plan of 1,056,000 values; "
+                                                           "synth makes at most 1,000,000")

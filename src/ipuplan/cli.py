@@ -114,7 +114,7 @@ from ipuplan.report.text import (
 )
 from ipuplan.solvers import Backend
 from ipuplan.space.scopes import Scope, candidate_space
-from ipuplan.workbench.synth import repeat_layers, unroll, with_budget_factor, with_scope
+from ipuplan.workbench.synth import MAX_VALUES, repeat_layers, unroll, with_budget_factor, with_scope
 
 try:  # newer typer carries its own copy of click, whose errors are the ones raised
     from typer._click import exceptions as click_errors
@@ -706,8 +706,8 @@ def _print_point(progress: _Progress, point) -> None:
 def synth_command(
     plan_path: PlanPath,
     output: OutputFile,
-    layers: Annotated[int | None, typer.Option(min=1, max=1000, help="Run the repeated block N times.")] = None,
-    unroll_copies: Annotated[int | None, typer.Option("--unroll", min=1, max=1000, help="The program K times in a row.")] = None,
+    layers: Annotated[int | None, typer.Option(min=1, help=f"Run the repeated block N times (a plan of at most {MAX_VALUES:,} values).")] = None,
+    unroll_copies: Annotated[int | None, typer.Option("--unroll", min=1, help=f"The program K times in a row (a plan of at most {MAX_VALUES:,} values).")] = None,
     budget_factor: Annotated[float | None, typer.Option(min=0.01, max=100.0, help="Scale the budgets.")] = None,
     scope: Annotated[str | None, typer.Option(help="Scope name to write into the plan.")] = None,
     force: Force = False,

@@ -53,7 +53,7 @@ class OptimizeOptions(BaseModel):
         int | None, Field(ge=0, le=MAX_BYTES, description="Override support_reserve_bytes.")
     ] = None
     objective: Annotated[Objective, Field(
-        description="peak: the smallest peak; fit: meet the budgets with the least exchange bytes.")] = Objective.PEAK
+        description="peak: the smallest peak; fit: meet the budgets with the least of the optimiser's exchange proxy.")] = Objective.PEAK
     best_effort: Annotated[bool, Field(
         description="When the budgets cannot be met, still write the plan with the least excess (exit 3).")] = False
     keep_classes: Annotated[bool, Field(

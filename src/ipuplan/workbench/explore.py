@@ -58,7 +58,7 @@ class ExploreRow:
     fits_after: bool | None = None
     gap: float | None = None
     exchange_added: int | None = None
-    """Exchange bytes the movers send beyond the input's (the `fit` objective's figure)."""
+    """The written plan's exact exchange less the input's (docs/EXCHANGE.md)."""
     seconds: float = 0.0
     error: str = ""
     input_sha256: str = ""

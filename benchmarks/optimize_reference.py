@@ -1,4 +1,4 @@
-"""ipuplan per scope (storage, kernels) against the input, a greedy baseline and the lower bound, end to end.
+"""ipuplan per scope (storage, kernels, full) against the input, a greedy baseline and the lower bound, end to end.
 
 Run:  .venv/bin/python benchmarks/optimize_reference.py [PLAN ...] [--repeat N]
 
@@ -94,7 +94,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("plans", nargs="*", type=Path, default=[ROOT / "models" / "vit-so400m-finalist-5.json"])
     parser.add_argument("--repeat", type=int, default=3, help="end-to-end runs per plan (median reported)")
-    parser.add_argument("--scope", nargs="+", default=["storage", "kernels"], help="freedom levels to compare")
+    parser.add_argument("--scope", nargs="+", default=["storage", "kernels", "full"], help="freedom levels to compare")
     arguments = parser.parse_args()
     rows = [row(path, arguments.repeat, scope) for path in arguments.plans for scope in arguments.scope]
     print_table(rows)

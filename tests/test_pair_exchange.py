@@ -4,13 +4,15 @@ own count of each pair (`plan_exchange.step_bytes`, itself checked element by el
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from test_plan_exchange import REDUCE, RETILE, WHOLE_COPY, _layout, _slice, _view
 
-from ipuplan.facts.pair_exchange import meeting_of, pair_bytes
+from ipuplan.facts.pair_exchange import meeting_of, pair_bytes, run_boxes
 from ipuplan.facts.plan_exchange import step_bytes
+from ipuplan.plan.layout import INTERLEAVED
 from ipuplan.plan.operation import parse_operation
 
 
@@ -45,23 +47,47 @@ STEPS = [
     (WHOLE_COPY, (6, 10), (6, 12)),  # a pad: the result's last two columns are padding
     (_slice((1, 2)), (7, 12), (6, 10)),
     (REDUCE, (3, 6, 10), (6, 10)),
-    (_view(False, 2), (1, 6, 8), (2, 6, 4)),  # no closed form: every pair by the definition
+    (_view(False, 2), (1, 6, 8), (2, 6, 4)),  # a head split: each source box one piece per factor
+    (_view(False, 2), (1, 6, 8), (2, 6, 6)),  # the result pads the cut axis: the padding is never sent
+    (_view(True, 2), (2, 6, 4), (1, 6, 8)),  # heads merged back
+    (_view(True, 2), (4, 6, 5), (2, 6, 8)),  # the source pads its cut axis (dropped), the merge axis longer than 1
+    (_view(False, 3), (2, 3, 6), (6, 3, 2)),
 ]
 
 
 @pytest.mark.parametrize("operation, source_shape, result_shape", STEPS)
 def test_every_pair_is_the_definitions_count(operation, source_shape, result_shape):
     rng = random.Random(hash((operation, source_shape)) % 1000)
-    sources = [_random_layout(rng, source_shape, 0.0 if operation == REDUCE else 0.25) for _ in range(14)]
+    sources = [_random_layout(rng, source_shape) for _ in range(14)]
     results = [_random_layout(rng, result_shape) for _ in range(14)]
     fast, slow = _every_pair(operation, source_shape, result_shape, sources, results)
     assert fast.tolist() == slow.tolist()
     assert slow.any()
 
 
-def test_the_closed_form_covers_movers_slices_and_reductions_not_views():
-    shapes = {(op, s, r): meeting_of(parse_operation(op), s, r) is not None for op, s, r in STEPS}
-    assert list(shapes.values()) == [True] * 6 + [False]
+def test_the_closed_form_covers_movers_slices_reductions_and_views_not_other_moves():
+    assert all(meeting_of(parse_operation(op), s, r) is not None for op, s, r in STEPS)
+    assert meeting_of(parse_operation(WHOLE_COPY), (6, 10), (60,)) is None  # between ranks without a view
+    assert meeting_of(parse_operation(_view(False, 2)), (1, 6, 8), (2, 6, 3)) is None  # not a head split
+
+
+def test_layouts_that_place_alike_are_priced_once():
+    """The memory class and the order do not move an element: such layouts get the same bytes."""
+    rows = _layout([(0, 3, 2, 1)])
+    interleaved = replace(rows, memory_class=INTERLEAVED)
+    flat = _layout([("Linear", 4, 2, None)], replicas=2)
+    fast, slow = _every_pair(RETILE, (6, 10), (6, 10), [rows, interleaved, flat], [flat, interleaved, rows])
+    assert fast.tolist() == slow.tolist()
+    assert fast[0].tolist() == fast[1].tolist()
+
+
+def test_a_run_is_cut_into_boxes():
+    tiles, low, high = run_boxes((2, 3, 4), np.array([5, 6]), np.array([3, 0]), np.array([21, 24]))
+    covered = {(t, i, j, k) for t, lo, hi in zip(tiles.tolist(), low.tolist(), high.tolist())
+               for i in range(lo[0], hi[0]) for j in range(lo[1], hi[1]) for k in range(lo[2], hi[2])}
+    expected = {(t, f // 12, f // 4 % 3, f % 4) for t, a, b in ((5, 3, 21), (6, 0, 24)) for f in range(a, b)}
+    assert covered == expected
+    assert len(tiles) <= 2 * (2 * 3 - 1)
 
 
 def test_replicas_and_flat_layouts_meet_exactly():
@@ -73,3 +99,31 @@ def test_replicas_and_flat_layouts_meet_exactly():
         layouts = [rows_on_3, flat_on_4, whole_on_1] if result_shape[0] % 2 == 0 else [flat_on_4, whole_on_1]
         fast, slow = _every_pair(operation, source_shape, result_shape, layouts, layouts)
         assert fast.tolist() == slow.tolist(), operation
+
+
+def test_the_reference_plans_candidate_pairs_are_the_definitions_count(facts, spaces):
+    """Per priced step of the reference plan (scope `full`), sampled pairs of its sides' candidate layouts (views,
+    crops, flat layouts, Gemm partials of every pK) against `step_bytes`."""
+    plan, space = facts.plan, spaces["full"]
+    where = {m: (g, p) for g, group in enumerate(space.free) for p, m in enumerate(group.members)}
+    rng = random.Random(24)
+
+    def sides(value_id):
+        value = plan.values[value_id]
+        if value_id not in where:
+            return [(tuple(value.shape), value.parsed_layout)]
+        g, p = where[value_id]
+        return [(tuple(c.shapes[p]) if c.shapes else tuple(value.shape), c.layouts[p]) for c in space.free[g].candidates]
+
+    checked = 0
+    for step in facts.flow.steps:
+        operation = plan.steps[step.index].parsed_operation
+        if not (operation.is_mover or operation.kind == "Sum") or len(step.reads) != 1 or len(step.writes) != 1:
+            continue
+        sources, results = sides(step.reads[0]), sides(step.writes[0])
+        for (source_shape, source), (result_shape, result) in zip(rng.choices(sources, k=3), rng.choices(results, k=3)):
+            size = plan.values[step.reads[0]].element_size
+            fast = pair_bytes(operation, source_shape, result_shape, size, (source,), (result,))
+            assert int(fast[0, 0]) == step_bytes(operation, source_shape, result_shape, size, source, result), step.index
+            checked += 1
+    assert checked > 150

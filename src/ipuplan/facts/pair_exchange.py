@@ -1,17 +1,19 @@
 """The exchange of one step (docs/EXCHANGE.md) for many source layouts x many result layouts at once.
 
 `plan_exchange.step_bytes` prices one pair of layouts in about 5 ms; the optimiser needs a step's
-every pair of candidate layouts (40,000 pairs on the reference plan). Here the count is per tile:
-in a legal placement a tile holds at most one shard of a layout (replicas included), and a shard
-is a box of the step's common index space (an axis tiling) or a run of its row-major order (a
-`Linear` tiling). An element wanted on a tile is held there when the source's shard on that tile
-contains it, so
+every pair of candidate layouts (20,000 distinct pairs on the reference plan). Here the count is per
+tile: in a legal placement a tile holds at most one shard of a layout (replicas included). Each shard
+is cut into **pieces**, boxes of the step's common index space (the result's): an axis tiling's shard
+is one box, a `Linear` tiling's run of the row-major order at most `2 x rank - 1` boxes, and through
+an `AxisFactorView` each box splits into one piece per factor. An element wanted on a tile is held
+there when one of the source's pieces on that tile contains it, so
 
-    bytes = element_size x sum over tiles (|result shard| - |result shard n source shard|)
+    bytes = element_size x sum over tiles (|result pieces| - |result pieces n source pieces|)
 
-with boxes and runs intersected in closed form, every result layout of the step at once. Where
-that form does not apply (a view, a flat layout whose order is not the common one, two shards on
-one tile) each pair is priced by `step_bytes`, the definition itself.
+with the pieces of every source and result layout of a step intersected tile by tile in one numpy
+pass. Layouts that place the same (axes, replicas, tile count: not the memory class nor the order) are
+priced once. Where the closed form does not apply (a view of another kind, a move between ranks, two
+shards on one tile) each pair is priced by `step_bytes`, the definition itself.
 """
 
 from __future__ import annotations
@@ -24,16 +26,28 @@ from math import prod
 import numpy as np
 
 from ipuplan.facts.exchange import placement
-from ipuplan.facts.plan_exchange import MAX_TILES, TooLarge, flattened, replica_offsets, step_bytes
+from ipuplan.facts.plan_exchange import (
+    MAX_ENUMERATED,
+    MAX_TILES,
+    TooLarge,
+    axis_factor_view,
+    correspondence_of,
+    flattened,
+    replica_offsets,
+    step_bytes,
+)
 from ipuplan.plan.layout import Layout
 from ipuplan.plan.operation import Operation
+
+CHUNK = 1 << 21
+"""Corners compared in one numpy pass (pieces x sides laid out by tile x slots x rank): bounds its memory (tens of MB)."""
 
 
 @dataclass(frozen=True)
 class Meeting:
     """How a step's two sides meet: the common space (the result's elements: a reduction's result repeats each
-    element once per partial), where the source's index is the common one plus `offsets`, and the region of the
-    common space the source has elements for (outside it: padding, never sent)."""
+    element once per partial), where the source's index is the common one plus `offsets` (or through `view`), and
+    the region of the common space the source has elements for (outside it: padding, never sent)."""
 
     space: tuple[int, ...]
     offsets: tuple[int, ...]
@@ -41,226 +55,266 @@ class Meeting:
     """A reduction's partials (the leading axis of its source); 0 for a mover."""
     valid_low: tuple[int, ...]
     valid_high: tuple[int, ...]
-
-    @property
-    def whole(self) -> bool:
-        return self.valid_low == (0,) * len(self.space) and self.valid_high == self.space
+    view: tuple[int, int, int, bool] | None = None
+    """An `AxisFactorView`'s (split_axis, merge_axis, factor, reversed)."""
 
 
+@lru_cache(maxsize=4096)
 def meeting_of(operation: Operation, source_shape: tuple[int, ...], result_shape: tuple[int, ...]) -> Meeting | None:
-    """The step's meeting, or None where the closed form does not apply (views, ranks that differ)."""
+    """The step's meeting, or None where the closed form does not apply (a view of another kind, ranks that differ
+    without a view, shapes the definition cannot pair)."""
+    rank = len(result_shape)
+    if max((*source_shape, *result_shape), default=1) > MAX_ENUMERATED:
+        return None
+    if isinstance(correspondence_of(operation, source_shape, result_shape), str):
+        return None
     if operation.kind == "Sum":
-        if operation.sum_axis != 0 or source_shape[1:] != result_shape:
-            return None
-        return Meeting(result_shape, (0,) * len(result_shape), source_shape[0], (0,) * len(result_shape), result_shape)
-    if operation.has_view or len(source_shape) != len(result_shape):
-        return None
-    offsets = operation.copy_offsets or (0,) * len(result_shape)
-    if len(offsets) != len(result_shape):
-        return None
+        return Meeting(result_shape, (0,) * rank, source_shape[0], (0,) * rank, result_shape)
+    if operation.has_view:
+        view = axis_factor_view(operation)
+        split, _, factor, reverse = view
+        high = list(result_shape)
+        if not reverse:  # the result may pad the cut axis: beyond the inner part, nothing to send
+            high[split] = min(high[split], source_shape[split] // factor)
+        return Meeting(result_shape, (0,) * rank, 0, (0,) * rank, tuple(high), view)
+    offsets = operation.copy_offsets or (0,) * rank
     low = tuple(max(0, -o) for o in offsets)
     high = tuple(max(lo, min(n, s - o)) for lo, n, s, o in zip(low, result_shape, source_shape, offsets))
     return Meeting(result_shape, offsets, 0, low, high)
 
 
 @dataclass(frozen=True)
-class Shards:
-    """One side's shards, one per tile it uses: boxes `[low, high)` of the common space, or runs `[low, high)` of its
-    row-major order (`flat`), each `weight` times (a reduction's source: the partials it holds)."""
+class Pieces:
+    """One side of a step as disjoint boxes `[low, high)` of the common space (size-1 dimensions dropped), each on
+    its tile; `weight`: a source piece's partials held (1 for a mover), a result piece's copies wanted."""
 
     tiles: np.ndarray
     low: np.ndarray
     high: np.ndarray
     weight: np.ndarray
-    flat: bool
-    order: tuple[int, ...] = ()
-    """A flat side's tensor shape, whose row-major order its runs follow."""
+
+    @property
+    def wanted(self) -> int:
+        return int((self.weight * np.prod(self.high - self.low, axis=1)).sum())
 
 
 @lru_cache(maxsize=8192)
-def source_shards(meeting: Meeting, shape: tuple[int, ...], layout: Layout) -> Shards | None:
-    """The source's shards in the common space, or None where the closed form does not apply."""
-    if meeting.partials:
-        boxes = _boxes(shape, layout)
-        if boxes is None:
-            return None
-        tiles, low, high = boxes
-        return _unique_tiles(Shards(tiles, low[:, 1:], high[:, 1:], high[:, 0] - low[:, 0], flat=False))
-    if _is_linear(layout):
-        return _unique_tiles(_runs(shape, layout))
-    boxes = _boxes(shape, layout)
+def source_pieces(meeting: Meeting, shape: tuple[int, ...], layout: Layout) -> Pieces | None:
+    """The source's pieces in the common space, or None where the closed form does not apply."""
+    boxes = _own_boxes(shape, layout)
     if boxes is None:
         return None
     tiles, low, high = boxes
-    offsets = np.array(meeting.offsets, dtype=np.int64)
-    space = np.array(meeting.space, dtype=np.int64)
-    low, high = np.clip(low - offsets, 0, space), np.clip(high - offsets, 0, space)
-    return _unique_tiles(Shards(tiles, low, np.maximum(high, low), np.ones(len(tiles), dtype=np.int64), flat=False))
+    if meeting.partials:
+        weight = high[:, 0] - low[:, 0]
+        return _kept(meeting, tiles, low[:, 1:], high[:, 1:], weight)
+    if meeting.view is not None:
+        tiles, low, high = _through_view(meeting.view, shape, meeting.space, tiles, low, high)
+    else:
+        offsets, space = np.array(meeting.offsets, dtype=np.int64), np.array(meeting.space, dtype=np.int64)
+        low, high = np.clip(low - offsets, 0, space), np.clip(high - offsets, 0, space)
+    return _kept(meeting, tiles, low, high, np.ones(len(tiles), dtype=np.int64))
 
 
 @lru_cache(maxsize=8192)
-def result_shards(meeting: Meeting, shape: tuple[int, ...], layout: Layout) -> Shards | None:
-    """The result's shards, cut to the region the source has elements for; None where the closed form does not
+def result_pieces(meeting: Meeting, shape: tuple[int, ...], layout: Layout) -> Pieces | None:
+    """The result's pieces, cut to the region the source has elements for; None where the closed form does not
     apply."""
-    weight = max(meeting.partials, 1)
-    if _is_linear(layout):
-        if not meeting.whole:
-            return None
-        runs = _runs(shape, layout)
-        return _unique_tiles(Shards(runs.tiles, runs.low, runs.high, runs.weight * weight, flat=True, order=shape))
-    boxes = _boxes(shape, layout)
+    boxes = _own_boxes(shape, layout)
     if boxes is None:
         return None
     tiles, low, high = boxes
     valid_low, valid_high = np.array(meeting.valid_low, dtype=np.int64), np.array(meeting.valid_high, dtype=np.int64)
     low, high = np.clip(low, valid_low, valid_high), np.clip(high, valid_low, valid_high)
-    return _unique_tiles(Shards(tiles, low, np.maximum(high, low), np.full(len(tiles), weight, dtype=np.int64),
-                                flat=False))
+    return _kept(meeting, tiles, low, high, np.full(len(tiles), max(meeting.partials, 1), dtype=np.int64))
 
 
-def _is_linear(layout: Layout) -> bool:
-    return any(axis.axis.kind == "Linear" for axis in layout.axes)
+def _kept(meeting: Meeting, tiles: np.ndarray, low: np.ndarray, high: np.ndarray, weight: np.ndarray) -> Pieces:
+    """The non-empty pieces, the common space's size-1 dimensions dropped (a piece spans them whole)."""
+    keep = (high > low).all(axis=1) & (weight > 0)
+    wide = [d for d, n in enumerate(meeting.space) if n > 1]
+    return Pieces(tiles[keep], low[keep][:, wide], high[keep][:, wide], weight[keep])
 
 
-def _boxes(shape: tuple[int, ...], layout: Layout) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(tile, low corner, high corner) of every shard of every replica of an axis tiling, in the tensor's own
-    coordinates; None past MAX_TILES."""
-    place = placement(shape, layout)
+def _own_boxes(shape: tuple[int, ...], layout: Layout) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(tile, low corner, high corner) of every piece of every replica in the tensor's own coordinates: an axis
+    tiling's shards, a `Linear` tiling's runs cut into boxes; None past MAX_TILES or with two shards on a tile."""
+    flat = any(axis.axis.kind == "Linear" for axis in layout.axes)
+    place = placement((prod(shape),), flattened(layout)) if flat else placement(shape, layout)
     if place is None:
         return None
     try:
         replicas = replica_offsets(place)
     except TooLarge:
         return None
-    if prod(parts for _, parts, _ in place.dimensions) * len(replicas) > MAX_TILES:
+    parts = prod(parts for _, parts, _ in place.dimensions)
+    if parts * len(replicas) > MAX_TILES:
         return None
-    index = np.array(list(product(*(range(parts) for _, parts, _ in place.dimensions))), dtype=np.int64)
-    index = index.reshape(-1, len(shape))
+    index = np.indices([parts for _, parts, _ in place.dimensions], dtype=np.int64).reshape(len(place.dimensions), -1).T
     extent = np.array([e for e, _, _ in place.dimensions], dtype=np.int64)
-    stride = np.array([s for _, _, s in place.dimensions], dtype=np.int64)
-    size = np.array(shape, dtype=np.int64)
+    size = np.array([n for n in ((prod(shape),) if flat else shape)], dtype=np.int64)
     low = np.minimum(index * extent, size)
     high = np.minimum(low + extent, size)
-    tiles = (index @ stride)[None, :] + replicas[:, None]
-    repeat = len(replicas)
-    return tiles.ravel(), np.tile(low, (repeat, 1)), np.tile(high, (repeat, 1))
+    tiles = ((index @ np.array([s for _, _, s in place.dimensions], dtype=np.int64))[None, :] + replicas[:, None]).ravel()
+    if np.bincount(tiles).max(initial=0) > 1:
+        return None
+    low, high = np.tile(low, (len(replicas), 1)), np.tile(high, (len(replicas), 1))
+    if not flat:
+        return tiles, low, high
+    return run_boxes(shape, tiles, low[:, 0], high[:, 0])
 
 
-def _runs(shape: tuple[int, ...], layout: Layout) -> Shards:
-    """A `Linear` tiling's shards: runs of the tensor's row-major order, on their tiles, every replica."""
-    total = prod(shape)
-    place = placement((total,), flattened(layout))
-    extent, parts, stride = place.dimensions[0]
-    replicas = replica_offsets(place)
-    shard = np.arange(parts, dtype=np.int64)
-    low = np.minimum(shard * extent, total)
-    high = np.minimum(low + extent, total)
-    tiles = (shard * stride)[None, :] + replicas[:, None]
-    repeat = len(replicas)
-    ones = np.ones(parts * repeat, dtype=np.int64)
-    return Shards(tiles.ravel(), np.tile(low, repeat), np.tile(high, repeat), ones, flat=True, order=shape)
+def run_boxes(shape: tuple[int, ...], tiles: np.ndarray, start: np.ndarray,
+              stop: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Runs `[start, stop)` of `shape`'s row-major order as boxes (at most `2 x rank - 1` each), with their tiles:
+    the part of a run in its first slab of dimension 0, the whole slabs, the part in its last slab, the partial
+    slabs cut the same way along the next dimension.
+
+    >>> run_boxes((2, 3), np.array([7]), np.array([1]), np.array([5]))[1:]
+    (array([[0, 1],
+           [1, 0]]), array([[1, 3],
+           [2, 2]]))
+    """
+    if len(shape) == 1:
+        keep = stop > start
+        return tiles[keep], start[keep, None], stop[keep, None]
+    inner = prod(shape[1:])
+    first, last = -(-start // inner), stop // inner
+    found = []
+    whole = last > first
+    found.append((tiles[whole], first[whole], last[whole], np.zeros((whole.sum(), len(shape) - 1), dtype=np.int64),
+                  np.tile(np.array(shape[1:], dtype=np.int64), (whole.sum(), 1))))
+    slab = start // inner
+    head = (start % inner > 0) & (start < stop)
+    tail = (stop % inner > 0) & (last >= first) & (start < stop)
+    for mask, at, begin, end in ((head, slab, start - slab * inner, np.minimum(stop, (slab + 1) * inner) - slab * inner),
+                                 (tail, last, np.zeros_like(stop), stop - last * inner)):
+        sub_tiles, sub_low, sub_high = run_boxes(shape[1:], np.flatnonzero(mask), begin[mask], end[mask])
+        found.append((tiles[sub_tiles], at[sub_tiles], at[sub_tiles] + 1, sub_low, sub_high))
+    return (np.concatenate([t for t, *_ in found]),
+            np.concatenate([np.column_stack([lo0, lo]) for _, lo0, _, lo, _ in found]),
+            np.concatenate([np.column_stack([hi0, hi]) for _, _, hi0, _, hi in found]))
 
 
-def _unique_tiles(shards: Shards) -> Shards | None:
-    """The shards, unless two share a tile (an illegal placement: the per-tile count would not hold)."""
-    return shards if len(np.unique(shards.tiles)) == len(shards.tiles) else None
+def _through_view(view: tuple[int, int, int, bool], shape: tuple[int, ...], space: tuple[int, ...], tiles: np.ndarray,
+                  low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Source boxes through an `AxisFactorView` (`plan_exchange.viewed`), one piece per factor `f`: not reversed,
+    source `(m0, f x inner + c)` along (merge, split) is result `(f x S[merge] + m0, c)`; reversed, source
+    `(f x R[merge] + m0, c)` is result `(m0, f x inner + c)` (source `c >= inner`: dropped)."""
+    split, merge, factor, reverse = view
+    f = np.repeat(np.arange(factor, dtype=np.int64)[None, :], len(tiles), axis=0).ravel()
+    tiles = np.repeat(tiles, factor)
+    low, high = np.repeat(low, factor, axis=0), np.repeat(high, factor, axis=0)
+    new_low, new_high = low.copy(), high.copy()
+    if not reverse:
+        inner, along = shape[split] // factor, shape[merge]
+        new_low[:, split] = np.clip(low[:, split] - f * inner, 0, inner)
+        new_high[:, split] = np.clip(high[:, split] - f * inner, 0, inner)
+        new_low[:, merge], new_high[:, merge] = f * along + low[:, merge], f * along + high[:, merge]
+    else:
+        inner, along = space[split] // factor, space[merge]
+        new_low[:, merge] = np.clip(low[:, merge] - f * along, 0, along)
+        new_high[:, merge] = np.clip(high[:, merge] - f * along, 0, along)
+        new_low[:, split] = f * inner + np.minimum(low[:, split], inner)
+        new_high[:, split] = f * inner + np.minimum(high[:, split], inner)
+    return tiles, new_low, new_high
 
 
 def pair_bytes(operation: Operation, source_shape: tuple[int, ...], result_shape: tuple[int, ...], element_size: int,
                sources: tuple[Layout, ...], results: tuple[Layout, ...]) -> np.ndarray:
     """Per (source layout, result layout), the bytes the step sends (`step_bytes`; 0 where it cannot be priced,
     as the plan's figure leaves such a step out)."""
+    source_keys, source_index = _placements(sources)
+    result_keys, result_index = _placements(results)
+    distinct = _distinct_pair_bytes(operation, source_shape, result_shape, element_size, source_keys, result_keys)
+    return distinct[np.ix_(source_index, result_index)]
+
+
+def _placements(layouts: tuple[Layout, ...]) -> tuple[tuple[Layout, ...], np.ndarray]:
+    """The layouts that place differently (one per axes, replicas, tile count), and each layout's among them."""
+    first: dict[tuple, int] = {}
+    index = np.array([first.setdefault((layout.axes, layout.replicas, layout.tile_count), len(first))
+                      for layout in layouts], dtype=np.int64)
+    kept: dict[int, Layout] = {}
+    for layout, k in zip(layouts, index.tolist()):
+        kept.setdefault(k, layout)
+    return tuple(kept[k] for k in range(len(kept))), index
+
+
+@lru_cache(maxsize=1024)
+def _distinct_pair_bytes(operation: Operation, source_shape: tuple[int, ...], result_shape: tuple[int, ...],
+                         element_size: int, sources: tuple[Layout, ...], results: tuple[Layout, ...]) -> np.ndarray:
+    """`pair_bytes` of layouts that each place differently (cached: repeated layers price the same step)."""
     meeting = meeting_of(operation, source_shape, result_shape)
+    sending = [source_pieces(meeting, source_shape, s) if meeting else None for s in sources]
+    receiving = [result_pieces(meeting, result_shape, r) if meeting else None for r in results]
+    rows = [i for i, s in enumerate(sending) if s is not None]
+    columns = [j for j, r in enumerate(receiving) if r is not None]
     found = np.zeros((len(sources), len(results)), dtype=np.int64)
-    sending = [source_shards(meeting, source_shape, s) if meeting else None for s in sources]
-    receiving = [result_shards(meeting, result_shape, r) if meeting else None for r in results]
-    closed = {flat: [j for j, r in enumerate(receiving) if r is not None and r.flat == flat] for flat in (False, True)}
-    dense = {flat: _Dense.of([receiving[j] for j in chosen]) for flat, chosen in closed.items() if chosen}
-    for i, source in enumerate(sending):
-        for flat, chosen in closed.items():
-            if source is not None and chosen and (held := _held(meeting, source, dense[flat])) is not None:
-                found[i, chosen] = (dense[flat].wanted - held) * element_size
-            else:
-                _priced_one_by_one(found, i, chosen, operation, source_shape, result_shape, element_size, sources, results)
-        unpriced = [j for j, r in enumerate(receiving) if r is None]
-        _priced_one_by_one(found, i, unpriced, operation, source_shape, result_shape, element_size, sources, results)
+    if rows and columns:
+        wanted = np.array([receiving[j].wanted for j in columns], dtype=np.int64)
+        held = held_pairs([sending[i] for i in rows], [receiving[j] for j in columns])
+        found[np.ix_(rows, columns)] = (wanted[None, :] - held) * element_size
+    for i, j in product(range(len(sources)), range(len(results))):
+        if sending[i] is None or receiving[j] is None:
+            sent = step_bytes(operation, source_shape, result_shape, element_size, sources[i], results[j])
+            found[i, j] = 0 if isinstance(sent, str) else sent
+    found.flags.writeable = False
     return found
 
 
-def _priced_one_by_one(found: np.ndarray, i: int, columns: list[int], operation: Operation, source_shape, result_shape,
-                       element_size: int, sources: tuple[Layout, ...], results: tuple[Layout, ...]) -> None:
-    for j in columns:
-        sent = step_bytes(operation, source_shape, result_shape, element_size, sources[i], results[j])
-        found[i, j] = 0 if isinstance(sent, str) else sent
+def held_pairs(sources: list[Pieces], results: list[Pieces]) -> np.ndarray:
+    """Per (source, result), the wanted (element, tile) pairs the source already holds there: every source piece
+    against every result piece on its tile, intersected, weighted by the source's partials. One side is laid out by
+    tile (`_ByTile`: the side with fewer pieces on a tile), the other's pieces are looked up in it, a chunk at a time."""
+    source_slots = max(int(np.bincount(s.tiles).max(initial=0)) for s in sources)
+    result_slots = max(int(np.bincount(r.tiles).max(initial=0)) for r in results)
+    if source_slots * len(sources) * sum(len(r.tiles) for r in results) < result_slots * len(results) * sum(
+            len(s.tiles) for s in sources):
+        return _held_by_tile(_ByTile.of(sources, weighted=True), results, weighted=False).T
+    return _held_by_tile(_ByTile.of(results, weighted=False), sources, weighted=True)
 
 
 @dataclass(frozen=True)
-class _Dense:
-    """Result sides of one kind by tile (an empty shard where a side has none): low, high (sides x tiles [x rank]),
-    and per side the (element, tile) pairs it wants."""
+class _ByTile:
+    """Sides laid out by tile: per side, tile and slot (a side's pieces on one tile), the corners (empty where a side
+    has fewer pieces there) and the weights."""
 
     low: np.ndarray
     high: np.ndarray
-    wanted: np.ndarray
-    flat: bool
+    weight: np.ndarray
 
     @classmethod
-    def of(cls, sides: list[Shards]) -> _Dense:
+    def of(cls, sides: list[Pieces], weighted: bool) -> _ByTile:
         tiles = 1 + max(int(side.tiles.max(initial=0)) for side in sides)
-        rank = sides[0].low.shape[1:]
-        low = np.zeros((len(sides), tiles, *rank), dtype=np.int64)
+        slots = max(int(np.bincount(side.tiles).max(initial=0)) for side in sides)
+        rank = sides[0].low.shape[1]
+        low = np.zeros((len(sides), tiles, slots, rank), dtype=np.int32)
         high = np.zeros_like(low)
+        weight = np.zeros((len(sides), tiles, slots), dtype=np.int32)
         for k, side in enumerate(sides):
-            low[k, side.tiles], high[k, side.tiles] = side.low, side.high
-        wanted = np.array([int((side.weight * _sizes(side.low, side.high, side.flat)).sum()) for side in sides],
-                          dtype=np.int64)
-        return cls(low, high, wanted, sides[0].flat)
+            order = np.argsort(side.tiles, kind="stable")
+            at = side.tiles[order]
+            slot = np.arange(len(at)) - np.searchsorted(at, at, "left")
+            low[k, at, slot], high[k, at, slot] = side.low[order], side.high[order]
+            weight[k, at, slot] = side.weight[order] if weighted else 1
+        return cls(low, high, weight)
 
 
-def _sizes(low: np.ndarray, high: np.ndarray, flat: bool) -> np.ndarray:
-    return high - low if flat else np.prod(high - low, axis=-1)
-
-
-def _held(meeting: Meeting, source: Shards, results: _Dense) -> np.ndarray | None:
-    """Per result side, the (element, result tile) pairs whose tile holds the element in the source's shard: the
-    results' shards on the source's tiles against its shards; None where the closed form does not apply (two
-    runs in different orders)."""
-    on = source.tiles < results.low.shape[1]
-    tiles, weight = source.tiles[on], source.weight[on]
-    own_low, own_high = source.low[on], source.high[on]
-    low, high = results.low[:, tiles], results.high[:, tiles]
-    if source.flat and results.flat:
-        if source.order != meeting.space:
-            return None
-        common = np.clip(np.minimum(own_high, high) - np.maximum(own_low, low), 0, None)
-    elif source.flat:  # result boxes, in the source's coordinates, against the source's runs
-        shift = np.array(meeting.offsets, dtype=np.int64)
-        common = _in_run(source.order, low + shift, high + shift, own_low, own_high)
-    elif results.flat:  # result runs against the source's boxes
-        common = _in_run(meeting.space, own_low[None], own_high[None], low, high)
-    else:
-        common = np.prod(np.clip(np.minimum(own_high, high) - np.maximum(own_low, low), 0, None), axis=-1)
-    return (weight * common).sum(axis=-1)
-
-
-def _in_run(space: tuple[int, ...], low: np.ndarray, high: np.ndarray, start: np.ndarray, stop: np.ndarray) -> np.ndarray:
-    """Elements of boxes `[low, high)` (... x rank) whose row-major index in `space` lies in `[start, stop)`."""
-    return _before(space, low, high, np.maximum(stop, start)) - _before(space, low, high, start)
-
-
-def _before(space: tuple[int, ...], low: np.ndarray, high: np.ndarray, limit: np.ndarray) -> np.ndarray:
-    """Elements of boxes `[low, high)` whose row-major index is below `limit`: digit by digit, the elements that
-    match `limit` on every earlier dimension and fall below its digit here, times every later dimension."""
-    total = prod(space)
-    lengths = np.clip(high - low, 0, None)
-    whole = np.prod(lengths, axis=-1)
-    capped = np.minimum(limit, total)
-    weights = [prod(space[d + 1:]) for d in range(len(space))]
-    count = np.zeros(np.broadcast_shapes(whole.shape, capped.shape), dtype=np.int64)
-    matching = np.ones_like(count)
-    for d, size in enumerate(space):
-        digit = capped // weights[d] % size
-        later = np.prod(lengths[..., d + 1:], axis=-1)
-        count = count + matching * np.clip(np.minimum(digit, high[..., d]) - low[..., d], 0, None) * later
-        matching = matching * ((low[..., d] <= digit) & (digit < high[..., d]))
-    return np.where(capped >= total, whole, count)
+def _held_by_tile(laid: _ByTile, others: list[Pieces], weighted: bool) -> np.ndarray:
+    """`held_pairs` with one side `laid` out by tile, the `others` (the sources when `weighted`) looked up in it."""
+    sides, tiles, slots, rank = laid.low.shape
+    held = np.zeros((len(others), sides), dtype=np.int64)
+    step = max(1, CHUNK // max(1, sides * slots * rank))
+    for o, other in enumerate(others):
+        on = other.tiles < tiles
+        at, low, high = other.tiles[on], other.low[on].astype(np.int32), other.high[on].astype(np.int32)
+        weight = other.weight[on]
+        for a in range(0, len(at), step):
+            picked = at[a:a + step]
+            common = np.clip(np.minimum(laid.high[:, picked], high[None, a:a + step, None])
+                             - np.maximum(laid.low[:, picked], low[None, a:a + step, None]), 0, None)
+            count = np.prod(common, axis=-1, dtype=np.int64)
+            count = count * (laid.weight[:, picked] if not weighted else weight[None, a:a + step, None])
+            held[o] += count.sum(axis=(1, 2))
+    return held

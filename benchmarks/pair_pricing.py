@@ -85,19 +85,22 @@ def price(steps: list[tuple]) -> list[float]:
 def shape_blocks(kind: str, sources: tuple, results: tuple) -> list[tuple]:
     """(source shape, result shape, source layouts, result layouts) per block of pairs one `pair_bytes` prices: per
     pair of shapes; in one group only the candidates of that source shape (their own pairs are on the diagonal)."""
+    if kind != "one group":
+        return [(a, b, tuple(s), tuple(r)) for a, s in _by_shape(sources) for b, r in _by_shape(results)]
     blocks: dict[tuple, tuple[list, list]] = {}
-    if kind == "one group":
-        for (source_shape, source), (result_shape, result) in zip(sources, results):
-            found = blocks.setdefault((source_shape, result_shape), ([], []))
-            found[0].append(source)
-            found[1].append(result)
-    else:
-        for source_shape, source in dict.fromkeys(sources):
-            for result_shape, result in dict.fromkeys(results):
-                blocks.setdefault((source_shape, result_shape), ({}, {}))
-                blocks[source_shape, result_shape][0][source] = None
-                blocks[source_shape, result_shape][1][result] = None
+    for (source_shape, source), (result_shape, result) in zip(sources, results):
+        found = blocks.setdefault((source_shape, result_shape), ([], []))
+        found[0].append(source)
+        found[1].append(result)
     return [(a, b, tuple(s), tuple(r)) for (a, b), (s, r) in blocks.items()]
+
+
+def _by_shape(sides: tuple) -> list[tuple]:
+    """(shape, the layouts of that shape) per shape of the sides, in their order."""
+    found: dict[tuple, list] = {}
+    for shape, layout in sides:
+        found.setdefault(shape, []).append(layout)
+    return list(found.items())
 
 
 def distinct_pairs(steps: list[tuple]) -> int:

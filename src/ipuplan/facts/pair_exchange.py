@@ -18,7 +18,7 @@ shards on one tile) each pair is priced by `step_bytes`, the definition itself.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from itertools import product
 from math import prod
@@ -271,50 +271,59 @@ def held_pairs(sources: list[Pieces], results: list[Pieces]) -> np.ndarray:
     result_slots = max(int(np.bincount(r.tiles).max(initial=0)) for r in results)
     if source_slots * len(sources) * sum(len(r.tiles) for r in results) < result_slots * len(results) * sum(
             len(s.tiles) for s in sources):
-        return _held_by_tile(_ByTile.of(sources, weighted=True), results, weighted=False).T
-    return _held_by_tile(_ByTile.of(results, weighted=False), sources, weighted=True)
+        return _held_by_tile(_ByTile.of(sources, weighted=True), [replace(r, weight=np.ones_like(r.weight))
+                                                                   for r in results]).T
+    return _held_by_tile(_ByTile.of(results, weighted=False), sources)
 
 
 @dataclass(frozen=True)
 class _ByTile:
-    """Sides laid out by tile: per side, tile and slot (a side's pieces on one tile), the corners (empty where a side
-    has fewer pieces there) and the weights."""
+    """Sides laid out by tile (tile-major, so that the sides of one tile are read together): per tile, side and slot
+    (a side's pieces on one tile), the corners (empty where a side has fewer pieces there) and, for sources, the
+    partials held (None for results: each piece wanted once per partial is counted by `Pieces.wanted`)."""
 
     low: np.ndarray
     high: np.ndarray
-    weight: np.ndarray
+    weight: np.ndarray | None
 
     @classmethod
     def of(cls, sides: list[Pieces], weighted: bool) -> _ByTile:
         tiles = 1 + max(int(side.tiles.max(initial=0)) for side in sides)
         slots = max(int(np.bincount(side.tiles).max(initial=0)) for side in sides)
         rank = sides[0].low.shape[1]
-        low = np.zeros((len(sides), tiles, slots, rank), dtype=np.int32)
+        low = np.zeros((tiles, len(sides), slots, rank), dtype=np.int32)
         high = np.zeros_like(low)
-        weight = np.zeros((len(sides), tiles, slots), dtype=np.int32)
+        weight = np.zeros((tiles, len(sides), slots), dtype=np.int64) if weighted else None
         for k, side in enumerate(sides):
             order = np.argsort(side.tiles, kind="stable")
             at = side.tiles[order]
             slot = np.arange(len(at)) - np.searchsorted(at, at, "left")
-            low[k, at, slot], high[k, at, slot] = side.low[order], side.high[order]
-            weight[k, at, slot] = side.weight[order] if weighted else 1
+            low[at, k, slot], high[at, k, slot] = side.low[order], side.high[order]
+            if weight is not None:
+                weight[at, k, slot] = side.weight[order]
         return cls(low, high, weight)
 
 
-def _held_by_tile(laid: _ByTile, others: list[Pieces], weighted: bool) -> np.ndarray:
-    """`held_pairs` with one side `laid` out by tile, the `others` (the sources when `weighted`) looked up in it."""
-    sides, tiles, slots, rank = laid.low.shape
+def _held_by_tile(laid: _ByTile, others: list[Pieces]) -> np.ndarray:
+    """`held_pairs` with one side `laid` out by tile, the `others` looked up in it: per other side and laid side,
+    the held pairs (weighted by the partials of whichever side is the source)."""
+    tiles, sides, slots, rank = laid.low.shape
     held = np.zeros((len(others), sides), dtype=np.int64)
-    step = max(1, CHUNK // max(1, sides * slots * rank))
+    step = max(1, CHUNK // max(1, sides * slots * max(rank, 1)))
     for o, other in enumerate(others):
         on = other.tiles < tiles
-        at, low, high = other.tiles[on], other.low[on].astype(np.int32), other.high[on].astype(np.int32)
-        weight = other.weight[on]
+        at, low, high, weight = other.tiles[on], other.low[on], other.high[on], other.weight[on]
         for a in range(0, len(at), step):
             picked = at[a:a + step]
-            common = np.clip(np.minimum(laid.high[:, picked], high[None, a:a + step, None])
-                             - np.maximum(laid.low[:, picked], low[None, a:a + step, None]), 0, None)
-            count = np.prod(common, axis=-1, dtype=np.int64)
-            count = count * (laid.weight[:, picked] if not weighted else weight[None, a:a + step, None])
-            held[o] += count.sum(axis=(1, 2))
+            near, far = laid.low[picked], laid.high[picked]
+            np.minimum(far, high[a:a + step, None, None, :].astype(np.int32), out=far)
+            np.maximum(near, low[a:a + step, None, None, :].astype(np.int32), out=near)
+            np.subtract(far, near, out=far)
+            np.maximum(far, 0, out=far)
+            count = np.ones(far.shape[:3], dtype=np.int64)
+            for d in range(rank):
+                count *= far[..., d]
+            if laid.weight is not None:
+                count *= laid.weight[picked]
+            held[o] += weight[a:a + step] @ count.sum(axis=2)
     return held

@@ -159,6 +159,7 @@ def last_stages(log: Path) -> list[dict]:
 
 
 def run_all(folder: Path, results: Path, memory_mb: int, letters: list[str]) -> None:
+    began = f"commit {head_commit()} and the working tree of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         for letter, reference in REFERENCES.items():
@@ -171,7 +172,7 @@ def run_all(folder: Path, results: Path, memory_mb: int, letters: list[str]) -> 
             run, ended, peak = watched(command, reference.timeout, memory_mb, log)
             rows.append(table_row(letter, reference, run, ended, peak, last_stages(log)))
             print(" | ".join(str(cell) for cell in rows[-1].values()), flush=True)
-    write_results(results, rows, memory_mb)
+    write_results(results, rows, memory_mb, began)
 
 
 def gap(cost: int, reference: int) -> str:
@@ -193,21 +194,28 @@ def table_row(letter: str, reference: Reference, run: dict | None, ended: str, p
             "x XLA": f"{cost / reference.xla:.3f}" if usable and reference.xla else "-",
             "first valid s": "-" if run["first_valid_s"] is None else f"{run['first_valid_s']:.1f}",
             "wall s": f"{run['wall_s']:.1f}", "max RSS MB": f"{max(run['rss_mb'], peak):,}",
-            "run": f"{run['status']}, {run['rows']:,} rows; reached: {reached}"}
+            "run": f"{run['status']}, {run['rows']:,} rows{disagreement(run)}; reached: {reached}"}
 
 
-def write_results(results: Path, rows: list[dict], memory_mb: int) -> None:
+def disagreement(run: dict) -> str:
+    """What the solver's own figure says, where it differs from the evaluator's (it should never)."""
+    return "" if run["solver_cost"] == run["cost"] else f"; the solver said {run['solver_cost']:,}"
+
+
+def head_commit() -> str:
+    found = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False)
+    return found.stdout.strip() or "?"
+
+
+def write_results(results: Path, rows: list[dict], memory_mb: int, began: str) -> None:
     kept = ""
     if results.exists() and "\n## Notes" in results.read_text():
         kept = "\n## Notes" + results.read_text().split("\n## Notes", 1)[1]
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                            check=False).stdout
     headers = list(rows[0]) if rows else []
     lines = [
         "# IOPDDL: the solver core on the contest's instances",
         "",
-        (f"`benchmarks/iopddl.py --all` at commit {commit.strip() or '?'} (plus the working tree), "
-        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores: each instance in a fresh "
+        (f"`benchmarks/iopddl.py --all` on {began}, {os.cpu_count()} cores: each instance in a fresh "
         "process with the contest's timeout for the whole run (read, build, solve, score, write), default settings "
         "(`solvers.solve`, objective `fit`, CP-SAT, 2 workers). Cost and validity are the independent evaluator's "
         "(`workbench.iopddl.evaluate`). Gaps are to the published best known cost and lower bound; `x XLA` is the "

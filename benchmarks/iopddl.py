@@ -109,7 +109,7 @@ def solve_instance(path: Path, time_limit: float, output: Path | None) -> dict:
 def print_run(run: dict) -> None:
     print(f"{run['instance']}: {run['nodes']:,} nodes, {run['edges']:,} edges, {run['rows']:,} rows; {run['status']}")
     print(f"  cost {run['cost']:,} ({'valid' if run['valid'] else 'NOT VALID'}: peak usage {run['peak_usage']:,} "
-          f"of {run['usage_limit']}, {run['forbidden']} forbidden costs paid; the solver said {run['solver_cost']:,})")
+          f"of {'no limit' if run['usage_limit'] is None else format(run['usage_limit'], ',')}, {run['forbidden']} forbidden costs paid; the solver said {run['solver_cost']:,})")
     first = "-" if run["first_valid_s"] is None else f"{run['first_valid_s']:.1f} s"
     print(f"  first valid solution {first}, wall {run['wall_s']:.1f} s, max RSS {run['rss_mb']:,} MB")
 
@@ -254,7 +254,8 @@ def main() -> None:
     try:
         run = solve_instance(options.instance, options.time_limit, options.output)
     except IpuplanError as error:
-        sys.exit(f"{error}")
+        print(error, file=sys.stderr)
+        sys.exit(error.exit_code)
     print(json.dumps(run)) if options.json else print_run(run)
 
 

@@ -15,10 +15,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from ipuplan.model.objective import OBJECTIVES, Objective, Term
 from ipuplan.model.problem import FORBIDDEN, Problem, StepRow
 from ipuplan.solvers.construct import construct, tie_bound, tie_value
+from ipuplan.solvers.lagrange import lagrangian
 from ipuplan.solvers.linear import LinearRows, PairColumns, RuleRows, linear_rows, pair_columns
+from ipuplan.solvers.lns import search
 from ipuplan.solvers.ortools_import import cp_model
 from ipuplan.solvers.reduce import on_undominated, pairwise
 from ipuplan.solvers.result import FrontPoint, Progress, SolveResult, SolverSettings, SolveStatus, model_size
@@ -207,17 +211,25 @@ LARGE_MODEL_TERMS = 2_000_000
 solution); without it the hinted solution is there at once and the search improves on it."""
 
 
-def _solver(settings: SolverSettings, seconds: float, large: bool = False) -> cp_model.CpSolver:
+PAIRWISE_WORKERS = 8
+"""Workers at least for a model with pair booleans: CP-SAT's portfolio closes them with its LP-based workers
+(max_lp, reduced_costs, core), which 2 workers do not run (IOPDDL B: 2 workers never lifted the bound off the
+sum of minima in 60 s; 8 on the same 2 cores proved the optimum in 40 s)."""
+
+
+def _solver(settings: SolverSettings, seconds: float, large: bool = False, paired: bool = False) -> cp_model.CpSolver:
     solver = cp_model.CpSolver()
     solver.parameters.random_seed = settings.seed
     solver.parameters.cp_model_presolve = not large
+    if paired:  # probing the pair booleans took 11 of presolve's 18 s on IOPDDL B, and found nothing the search needs
+        solver.parameters.cp_model_probing_level = 0
     if settings.deterministic:
         solver.parameters.num_workers = 1
         solver.parameters.max_deterministic_time = max(seconds, 0.1)
         # The wall limit bounds the run too; the deterministic limit (usually hit first) keeps it reproducible.
         solver.parameters.max_time_in_seconds = max(seconds, 0.1)
     else:
-        solver.parameters.num_workers = max(1, settings.workers)
+        solver.parameters.num_workers = max(1, settings.workers, PAIRWISE_WORKERS if paired else 1)
         solver.parameters.max_time_in_seconds = max(seconds, 0.1)
     return solver
 
@@ -237,7 +249,7 @@ def _bound_reporter(phase: str, progress: Progress, started: float):
 
 
 def _run(choices: LayoutChoices, settings: SolverSettings, seconds: float, phase: str, progress, started):
-    solver = _solver(settings, seconds, choices.terms > LARGE_MODEL_TERMS)
+    solver = _solver(settings, seconds, choices.terms > LARGE_MODEL_TERMS, bool(choices.pair_booleans))
     if progress is not None:
         solver.parameters.log_search_progress = True
         solver.parameters.log_to_stdout = False
@@ -280,6 +292,8 @@ def ties_phases(choices: LayoutChoices, problem: Problem) -> list[Phase]:
     (`Problem.ties_combine`, it is faster), else one each, the exchange fixed at what its phase found."""
     if problem.ties_combine:
         return [Phase("exchange", choices.ties, problem.tie_weight)]
+    if not any(problem.group_sizes):  # no choice changes a value: the changed phase has nothing to find
+        return [Phase("exchange", choices.exchange)]
     return [Phase("exchange", choices.exchange), Phase("changed", choices.changed)]
 
 
@@ -345,6 +359,8 @@ class Start:
     bound: int
     """The best lower bound on the peak known before the solve (per row, or from windows)."""
     windows: WindowBound | None = None
+    first_valid: float | None = None
+    """Seconds from the start's beginning to its first valid choice, when it reported one."""
 
 
 def _rank(problem: Problem, choice: tuple[int, ...], objective: Objective) -> tuple:
@@ -355,10 +371,21 @@ def _rank(problem: Problem, choice: tuple[int, ...], objective: Objective) -> tu
     return (*invalid, usage.peak, ties) if objective == Objective.PEAK else (*invalid, ties)
 
 
-def start(problem: Problem, objective: Objective, soft: bool = False, settings: SolverSettings | None = None) -> Start:
-    """The better of the constructive choice and the input (by `_rank`), and what it already proves; with
-    `settings` (and the peak objective, hard budgets) window bounds try to prove its peak optimal."""
-    built = construct(problem, objective)
+def start(problem: Problem, objective: Objective, soft: bool = False, settings: SolverSettings | None = None,
+          on_valid: Callable[[tuple[int, ...]], None] | None = None) -> Start:
+    """The better of the constructive choice (for a `fit` with edges the searched start, whose first valid choice
+    `on_valid` hears of) and the input (by `_rank`), and what it already proves; with `settings` (and the peak
+    objective, hard budgets) window bounds try to prove its peak optimal."""
+    began = time.perf_counter()
+    found: list[float] = []
+
+    def heard(choice: tuple[int, ...]) -> None:
+        found.append(time.perf_counter() - began)
+        if on_valid is not None:
+            on_valid(choice)
+
+    pairwise_fit = _pairwise_fit(problem, objective, soft)
+    built = searched_start(problem, settings, heard) if pairwise_fit else construct(problem, objective)
     better = _rank(problem, built, objective) < _rank(problem, problem.input_choice, objective)
     hint = built if better else problem.input_choice
     usage = problem.usage(hint)
@@ -369,7 +396,40 @@ def start(problem: Problem, objective: Objective, soft: bool = False, settings: 
     bound = windows.bound if windows else problem.lower_bound()
     peak_proven = fits and (objective == Objective.FIT or usage.peak <= bound)
     return Start(hint, better, peak_proven, peak_proven and tie_value(problem, hint) == tie_bound(problem), bound,
-                 windows)
+                 windows, found[0] if found else None)
+
+
+START_SHARE = 0.15
+"""Of the time limit, the most the Lagrangian start of a `fit` with edges may take (its rounds are capped too)."""
+WHOLE_MODEL_PAIRS = 300_000
+"""Pair booleans at most for the whole model to be built and solved after the neighbourhoods (IOPDDL B: 82k, A: 2 M;
+presolve alone outlasts a minute on the latter)."""
+
+
+def _pairwise_fit(problem: Problem, objective: Objective, soft: bool) -> bool:
+    """`fit` of a problem with edges and hard budgets: the Lagrangian start and the neighbourhood search serve it."""
+    return objective == Objective.FIT and bool(problem.edges) and not soft
+
+
+def searched_start(problem: Problem, settings: SolverSettings | None,
+                   on_valid: Callable[[tuple[int, ...]], None] | None = None) -> tuple[int, ...]:
+    """The Lagrangian start (`lagrange.lagrangian`) from the input, within START_SHARE of the time limit (none
+    without settings or when deterministic: its rounds are capped anyway); the constructive choice when the start
+    still breaks a budget or makes a forbidden pick."""
+    seconds = None if settings is None or settings.deterministic else settings.time_limit * START_SHARE
+    found = lagrangian(problem, problem.input_choice, seed=settings.seed if settings else 0, seconds=seconds,
+                       on_valid=on_valid)
+    if problem.forbidden_in(found) or problem.usage(found).violation(problem.limits):
+        built = construct(problem, Objective.FIT)
+        return min(found, built, key=lambda choice: _rank(problem, choice, Objective.FIT))
+    return found
+
+
+def whole_model_fits(problem: Problem) -> bool:
+    """Whether the whole model is small enough to build and presolve within a time limit (WHOLE_MODEL_PAIRS,
+    LARGE_MODEL_TERMS)."""
+    pairs = sum(int(np.count_nonzero(edge.costs < FORBIDDEN)) for edge in problem.edges)
+    return pairs <= WHOLE_MODEL_PAIRS and len(problem.table.term) <= LARGE_MODEL_TERMS
 
 
 def _without_windows(problem: Problem, settings: SolverSettings) -> SolveResult:
@@ -410,7 +470,12 @@ def solve_reduced(problem: Problem, settings: SolverSettings, progress: Progress
     per-row bound meet its peak the peak phase is skipped, when it meets every bound the solve is skipped,
     and when the solver finds nothing in time it is the answer (status feasible)."""
     started = time.perf_counter()
-    begun = start(problem, settings.objective, soft, settings if windows else None)
+
+    def on_valid(choice: tuple[int, ...]) -> None:
+        if progress is not None:
+            progress("start", problem.exchange_of(choice), 0, time.perf_counter() - started)
+
+    begun = start(problem, settings.objective, soft, settings if windows else None, on_valid)
     solved = begun.windows.windows if begun.windows else 0
     if progress is not None and solved:
         progress("windows", problem.usage(begun.choice).peak, begun.bound, time.perf_counter() - started)
@@ -433,6 +498,15 @@ def _solve_from(problem: Problem, settings: SolverSettings, progress: Progress |
             progress("constructive", problem.usage(begun.choice).peak, begun.bound, elapsed)
         return _constructed_result(problem, begun, settings, SolveStatus.OPTIMAL, {
             "solve_seconds": elapsed, "first_solution_seconds": elapsed}, model_size(problem))
+    first = None
+    if _pairwise_fit(problem, settings.objective, soft):
+        begun, settings, first = _neighbourhoods(problem, settings, progress, begun, started)
+        if not whole_model_fits(problem):
+            elapsed = time.perf_counter() - started
+            valid = not problem.forbidden_in(begun.choice) and not problem.usage(begun.choice).violation(problem.limits)
+            return _constructed_result(problem, begun, settings, SolveStatus.FEASIBLE if valid else
+                                       SolveStatus.NO_SOLUTION, {"solve_seconds": elapsed,
+                                                                 "first_solution_seconds": first}, model_size(problem))
     choices = build_model(problem, soft)
     choices.hint(begun.choice)
     ordered = phases(choices, problem, settings.objective)
@@ -441,10 +515,13 @@ def _solve_from(problem: Problem, settings: SolverSettings, progress: Progress |
         # The hint's peak is the lower bound: go straight to the exchange phase.
         ordered = [phase for phase in ordered if phase.name != "peak"]
     built = time.perf_counter()
+    if _pairwise_fit(problem, settings.objective, soft):  # the start and the build took their share of the limit
+        settings = replace(settings, time_limit=max(settings.time_limit - (built - started), 0.2 * settings.time_limit))
     proto = choices.model.proto
     sizes = model_size(problem, len(proto.variables), len(proto.constraints), built - started, choices.rows)
-    outcomes, choice, first = run_phases(choices, ordered, settings, progress, built)
-    timing = {"solve_seconds": time.perf_counter() - built, "first_solution_seconds": first}
+    outcomes, choice, found = run_phases(choices, ordered, settings, progress, built)
+    timing = {"solve_seconds": time.perf_counter() - built, "first_solution_seconds": first if first is not None
+              else found}
     if choice is None and outcomes[0].status == SolveStatus.NO_SOLUTION and (
             begun.constructed or begun.peak_proven) and not problem.forbidden_in(begun.choice):
         proven = begun.peak_proven and settings.objective == Objective.PEAK
@@ -467,6 +544,21 @@ def _solve_from(problem: Problem, settings: SolverSettings, progress: Progress |
                        changed_values=problem.changed_of(choice), objective=settings.objective,
                        exchange_bound=exchange.bound if exchange is not None and settings.objective == Objective.FIT
                        else None, excess=usage.worst_excess(problem.limits) if soft else (), **timing, **sizes)
+
+
+def _neighbourhoods(problem: Problem, settings: SolverSettings, progress: Progress | None, begun: Start,
+                    started: float) -> tuple[Start, SolverSettings, float | None]:
+    """The start reported (when valid) and, when the whole model is too large to solve, improved by the
+    neighbourhood search (`lns.search`) for the time left; the start, the settings with the time left, and the
+    seconds to the first valid choice (None: the start is not valid). (On IOPDDL B, where the whole model fits,
+    30% of the time in neighbourhoods cost the whole model the proof of the optimum.)"""
+    elapsed = time.perf_counter() - started
+    first = begun.first_valid
+    if whole_model_fits(problem):
+        return begun, settings, first
+    improved = search(problem, begun.choice, settings.time_limit - elapsed, settings.seed, progress, started,
+                      settings.workers)
+    return replace(begun, choice=improved, constructed=True), settings, first
 
 
 def pareto_front(problem: Problem, settings: SolverSettings, max_points: int,

@@ -107,10 +107,14 @@ def _kept_table(table: TermTable, kept: tuple[np.ndarray, ...]) -> TermTable:
 
 
 def _kept_rows(problem: Problem, table: TermTable) -> tuple[StepRow, ...]:
-    terms = [(int(g), table.standard[start:start + count], table.interleaved[start:start + count])
-             for g, start, count in zip(table.group, table.start, table.counts)]
-    bounds = np.searchsorted(table.row, np.arange(len(problem.rows) + 1))
-    return tuple(StepRow(row.step, row.standard, row.interleaved, tuple(terms[t] for t in table.term[a:b]))
+    """The rows over the narrowed table: each distinct term one new object, shared by every row it occurs at (the
+    occurrences picked by an object array, not a Python loop per occurrence)."""
+    terms = np.empty(table.terms, dtype=object)
+    for t, (g, start, count) in enumerate(zip(table.group.tolist(), table.start.tolist(), table.counts.tolist())):
+        terms[t] = (g, table.standard[start:start + count], table.interleaved[start:start + count])
+    picked = terms[table.term]
+    bounds = np.searchsorted(table.row, np.arange(len(problem.rows) + 1)).tolist()
+    return tuple(StepRow(row.step, row.standard, row.interleaved, tuple(picked[a:b].tolist()))
                  for row, a, b in zip(problem.rows, bounds[:-1], bounds[1:]))
 
 

@@ -1,0 +1,266 @@
+"""A start for problems with pairwise costs under budgets: Lagrangian relaxation of the rows, a forest solved
+exactly, then repaired and improved one group at a time (what the IOPDDL contest's best solvers do, issue 23).
+
+The budgets' rows are priced instead of enforced (per row and limit a price per byte, `RowPrices`). Each round
+frees a forest of groups (groups taken in a random order while the edges between them stay a forest), the others
+at the best choice so far: the free groups' candidates cost their exchange, their priced bytes and their edges to
+fixed groups at those groups' picks, and the forest is solved exactly by min-sum dynamic programming
+(`_tree_choice`). The rows still over a limit raise their price (subgradient steps), and each round's choice is
+made valid by `relieve` (moves off the rows over a limit, the least exchange per byte relieved, never to a forbidden
+pick) and improved by `descend` (one-group moves priced exactly with every incident edge, only where every row
+keeps within its limit). The best choice of the rounds is the start. Round and move caps, and a clock only when
+asked (`seconds`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from ipuplan.model.problem import FORBIDDEN, Problem
+from ipuplan.solvers.construct import GroupRows
+
+ROUNDS = 30
+"""Subgradient rounds at most."""
+RELIEF_MOVES = 4000
+"""`relieve`'s moves at most."""
+DESCENT_PASSES = 50
+"""Passes of `descend` over its queue at most (each pass that moves lowers the exchange, so it ends anyway)."""
+
+def _induced_forest(problem: Problem, incident, order: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int, np.ndarray]]]:
+    """Groups taken in `order` while the edges between the taken ones stay a forest; (which are taken, the forest's
+    edges as (child, parent, costs with the child's candidates as rows), parents before children)."""
+    taken = np.zeros(problem.groups, dtype=bool)
+    root_of = list(range(problem.groups))
+
+    def root(g: int) -> int:
+        while root_of[g] != g:
+            root_of[g] = root_of[root_of[g]]
+            g = root_of[g]
+        return g
+
+    for g in order.tolist():
+        roots = [root(other) for other, _ in incident.get(g, ()) if taken[other]]
+        if len(roots) == len(set(roots)):
+            taken[g] = True
+            for r in roots:
+                root_of[r] = g
+    forest, seen = [], np.zeros(problem.groups, dtype=bool)
+    for top in order.tolist():
+        if not taken[top] or seen[top]:
+            continue
+        seen[top] = True
+        stack = [top]
+        while stack:
+            g = stack.pop()
+            for other, costs in incident.get(g, ()):
+                if taken[other] and not seen[other]:
+                    seen[other] = True
+                    forest.append((other, g, costs.T))
+                    stack.append(other)
+    return taken, forest
+
+
+def _tree_choice(belief: list[np.ndarray], forest: list[tuple[int, int, np.ndarray]]) -> list[int]:
+    """Per group the candidate of the least `belief` (per candidate) plus the forest's edges' costs (min-sum dynamic
+    programming, leaves to roots, then back). In floats: only the choice is kept, priced exactly later."""
+    belief = list(belief)
+    best_for: dict[int, np.ndarray] = {}
+    for child, parent, costs in reversed(forest):
+        total = belief[child][:, None] + np.minimum(costs, FORBIDDEN)
+        best_for[child] = np.argmin(total, axis=0)
+        belief[parent] = belief[parent] + total.min(axis=0)
+    choice = [int(np.argmin(b)) for b in belief]
+    for child, parent, _ in forest:
+        choice[child] = int(best_for[child][choice[parent]])
+    return choice
+
+
+class Slack:
+    """Per limit and row, the weighted bytes left before the limit (negative where the row is over it), kept as
+    moves are made."""
+
+    def __init__(self, problem: Problem, choice, index: GroupRows) -> None:
+        usage = problem.usage(choice)
+        self.index = index
+        self.limits = [(limit.standard, limit.interleaved) for limit in problem.limits]
+        self.room = [limit.bytes - (limit.standard * usage.standard + limit.interleaved * usage.interleaved)
+                     for limit in problem.limits]
+
+    def added(self, g: int, current: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per limit: the room at the group's rows, and per (row, candidate) the bytes a switch to it adds there."""
+        rows, standard, interleaved = self.index.of(g)
+        return [(room[rows], a * (standard - standard[:, [current]]) + b * (interleaved - interleaved[:, [current]]))
+                for (a, b), room in zip(self.limits, self.room)]
+
+    def fits(self, g: int, current: int) -> np.ndarray:
+        """Per candidate of the group: whether a switch to it adds no bytes over a limit at any row."""
+        fits = np.ones(self.index.counts[g], dtype=bool)
+        for room, added in self.added(g, current):
+            fits &= (added <= np.maximum(room, 0)[:, None]).all(axis=0)
+        return fits
+
+    def relief(self, g: int, current: int) -> np.ndarray:
+        """Per candidate of the group: how many bytes over the limits a switch to it removes (negative: adds)."""
+        gain = np.zeros(self.index.counts[g], dtype=np.int64)
+        for room, added in self.added(g, current):
+            gain += np.maximum(-room, 0).sum() - np.maximum(added - room[:, None], 0).sum(axis=0)
+        return gain
+
+    def move(self, g: int, current: int, chosen: int) -> None:
+        rows, standard, interleaved = self.index.of(g)
+        for (a, b), room in zip(self.limits, self.room):
+            room[rows] -= a * (standard[:, chosen] - standard[:, current]) + b * (
+                interleaved[:, chosen] - interleaved[:, current])
+
+    def worst(self) -> int | None:
+        """The row furthest over a limit (summed over the limits), None when every row is within them."""
+        over = sum(np.maximum(-room, 0) for room in self.room)
+        return int(np.argmax(over)) if np.ndim(over) and over.max(initial=0) > 0 else None
+
+
+def _unary(problem: Problem) -> list[np.ndarray]:
+    return [np.minimum(np.asarray(costs, dtype=np.int64), FORBIDDEN) for costs in problem.exchange]
+
+
+def _priced(g: int, choice, unary: list[np.ndarray], index: GroupRows) -> np.ndarray:
+    """Per candidate of `g`: its exchange with every incident edge priced at the neighbours' picks."""
+    return unary[g] + index.pairing.prices(g, choice)
+
+
+def relieve(problem: Problem, choice, index: GroupRows, moves: int = RELIEF_MOVES) -> list[int]:
+    """Moves off the row furthest over a limit while one is: of the groups live there, the switch with the least
+    exchange added per byte over the limits it removes, never to a forbidden pick."""
+    choice, unary, slack = list(choice), _unary(problem), Slack(problem, choice, index)
+    for _ in range(moves):
+        focus = slack.worst()
+        if focus is None:
+            break
+        best: tuple[float, int, int] | None = None
+        for g in {g for g, _, _ in problem.rows[focus].terms}:
+            cost = _priced(g, choice, unary, index)
+            gain = slack.relief(g, choice[g])
+            usable = (gain > 0) & (cost < FORBIDDEN)
+            if not usable.any():
+                continue
+            ratio = (cost - cost[choice[g]]) / np.maximum(gain, 1)
+            c = int(np.flatnonzero(usable)[np.argmin(ratio[usable])])
+            if best is None or ratio[c] < best[0]:
+                best = (float(ratio[c]), g, c)
+        if best is None:
+            break
+        _, g, c = best
+        slack.move(g, choice[g], c)
+        choice[g] = c
+    return choice
+
+
+def descend(problem: Problem, choice, index: GroupRows, passes: int = DESCENT_PASSES) -> list[int]:
+    """One-group moves, each to the group's cheapest candidate by its exchange with every incident edge priced at
+    the neighbours' picks, among those that add no bytes over a limit at any row it is live at; a move's neighbours
+    are looked at again. Never raises the exchange, the forbidden picks or any row's excess."""
+    choice, unary, slack = list(choice), _unary(problem), Slack(problem, choice, index)
+    queue = [g for g in range(problem.groups) if problem.candidate_counts[g] > 1]
+    for _ in range(passes):
+        moved: set[int] = set()
+        for g in queue:
+            cost = _priced(g, choice, unary, index)
+            cheaper = cost < cost[choice[g]]
+            if not cheaper.any() or not (cheaper := cheaper & slack.fits(g, choice[g])).any():
+                continue
+            best = int(np.flatnonzero(cheaper)[np.argmin(cost[cheaper])])
+            slack.move(g, choice[g], best)
+            choice[g] = best
+            moved.add(g)
+            moved.update(other for other, _ in index.pairing.incident.get(g, ()))
+        if not moved:
+            break
+        queue = sorted(moved)
+    return choice
+
+
+class RowPrices:
+    """Per limit a price per byte at each row, turned into a price per candidate of every group (flat)."""
+
+    def __init__(self, problem: Problem) -> None:
+        table = problem.table
+        self.table, self.limits = table, problem.limits
+        offsets = np.cumsum([0, *problem.candidate_counts])
+        of_term = np.repeat(np.arange(table.terms), table.counts)
+        self.term_of = of_term
+        self.flat = offsets[table.group[of_term]] + np.arange(len(table.standard)) - np.repeat(table.start, table.counts)
+        self.candidates = int(offsets[-1])
+        self.prices = [np.zeros(len(problem.rows)) for _ in problem.limits]
+
+    def penalty(self) -> np.ndarray:
+        total = np.zeros(self.candidates)
+        table = self.table
+        for limit, price in zip(self.limits, self.prices):
+            if not price.any():
+                continue
+            per_term = np.bincount(table.term, weights=price[table.row], minlength=table.terms)
+            weighted = limit.standard * table.standard + limit.interleaved * table.interleaved
+            total += np.bincount(self.flat, weights=per_term[self.term_of] * weighted, minlength=self.candidates)
+        return total
+
+    def step(self, problem: Problem, choice, gap: float) -> bool:
+        """One subgradient step towards the rows over their limits, of length `gap` / |excess|^2; whether any was."""
+        usage = problem.usage(choice)
+        over = [limit.standard * usage.standard + limit.interleaved * usage.interleaved - limit.bytes
+                for limit in self.limits]
+        norm = sum(float((np.maximum(o, 0).astype(np.float64) ** 2).sum()) for o in over)
+        if not norm:
+            return False
+        for price, o in zip(self.prices, over):
+            np.maximum(price + gap / norm * o, 0, out=price)
+        return True
+
+
+def _key(problem: Problem, choice) -> tuple[int, int, int]:
+    return problem.forbidden_in(choice), problem.usage(choice).violation(problem.limits), problem.exchange_of(choice)
+
+
+def _conditioned(problem: Problem, taken: np.ndarray, choice, incident, penalty: np.ndarray) -> list[np.ndarray]:
+    """Per group, per candidate: its exchange, its rows' prices, and each edge to a group not taken priced at that
+    group's pick (floats)."""
+    offsets = np.cumsum([0, *problem.candidate_counts])
+    belief = []
+    for g, costs in enumerate(problem.exchange):
+        own = np.minimum(np.asarray(costs, dtype=np.float64), FORBIDDEN) + penalty[offsets[g]:offsets[g + 1]]
+        if taken[g]:
+            for other, matrix in incident.get(g, ()):
+                if not taken[other]:
+                    own = own + np.minimum(matrix[:, choice[other]], FORBIDDEN)
+        belief.append(own)
+    return belief
+
+
+def lagrangian(problem: Problem, start, rounds: int = ROUNDS, seed: int = 0, seconds: float | None = None,
+               on_valid: Callable[[tuple[int, ...]], None] | None = None) -> tuple[int, ...]:
+    """The best (fewest forbidden picks, least excess, least exchange) of `start` and the rounds' repaired choices
+    (module docstring); with `seconds`, no round begins after them; `on_valid` hears of the first valid choice."""
+    deadline = None if seconds is None else time.perf_counter() + seconds
+    index = GroupRows(problem)
+    incident, prices = index.pairing.incident, RowPrices(problem)
+    random = np.random.default_rng(seed)
+    best = (_key(problem, start), list(start))
+    scale = 1.0
+    for _ in range(rounds):
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        taken, forest = _induced_forest(problem, incident, random.permutation(problem.groups))
+        tree = _tree_choice(_conditioned(problem, taken, best[1], incident, prices.penalty()), forest)
+        tree = [c if free else b for c, free, b in zip(tree, taken.tolist(), best[1])]
+        found = descend(problem, relieve(problem, tree, index), index)
+        key = _key(problem, found)
+        if on_valid is not None and key[:2] == (0, 0) and best[0][:2] != (0, 0):
+            on_valid(tuple(found))
+        if key < best[0]:
+            best = (key, found)
+        else:
+            scale /= 1.5
+        gap = scale * max(best[0][2] - problem.exchange_of(tree), best[0][2] * 0.01, 1)
+        prices.step(problem, tree, gap)
+    return tuple(best[1])

@@ -1,0 +1,148 @@
+"""Large-neighbourhood search with CP-SAT for problems with pairwise costs: most groups fixed at the incumbent, a
+connected neighbourhood of them (over the edges) free, solved exactly as a small problem of its own, the result
+kept when it is cheaper (issue 23: the IOPDDL instances, 30k groups and 50k edges, whose whole model CP-SAT cannot
+presolve in a minute).
+
+The neighbourhood's problem (`Neighbourhood.problem`) has the free groups only: each edge to a fixed group becomes
+exchange of the free side's candidates (priced at the fixed pick), the rows are those where the free groups could
+pass a limit, their constants the fixed groups' bytes. It is built from the whole problem's per-group rows
+(`construct.GroupRows`): no per-row Python objects of the whole problem. A neighbourhood grows from a seed group on
+an edge that costs more than its least pair, breadth first; its size follows the outcomes (larger after a proven
+optimum, smaller after a timeout).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ipuplan.model.problem import FORBIDDEN, Edge, Problem, StepRow
+from ipuplan.solvers.construct import GroupRows
+
+FIRST_SIZE = 60
+"""Free groups of the first neighbourhood."""
+LARGEST = 2000
+SMALLEST = 10
+STEP_SECONDS = 2.0
+"""CP-SAT's time per neighbourhood at most."""
+
+
+@dataclass(frozen=True)
+class Neighbourhood:
+    groups: np.ndarray
+    """The free groups (indices of the whole problem), ascending."""
+    problem: Problem
+
+
+def neighbourhood(problem: Problem, index: GroupRows, choice, free: np.ndarray) -> Neighbourhood:
+    """The problem over the `free` groups, the others fixed at `choice` (module docstring)."""
+    local = {int(g): k for k, g in enumerate(free.tolist())}
+    exchange, edges = [], []
+    for g in free.tolist():
+        costs = np.minimum(np.asarray(problem.exchange[g], dtype=np.int64), FORBIDDEN)
+        for other, matrix in index.pairing.incident.get(g, ()):
+            if other in local:
+                if local[g] < local[other]:
+                    edges.append(Edge(local[g], local[other], matrix))
+            else:
+                costs = np.minimum(costs + matrix[:, choice[other]], FORBIDDEN)
+        exchange.append(tuple(costs.tolist()))
+    usage = problem.usage(choice)
+    standard, interleaved = usage.standard.copy(), usage.interleaved.copy()
+    per_row: dict[int, list[tuple[int, np.ndarray, np.ndarray]]] = {}
+    reach = np.zeros(len(problem.rows), dtype=np.int64)
+    for k, g in enumerate(free.tolist()):
+        rows, group_standard, group_interleaved = index.of(g)
+        standard[rows] -= group_standard[:, choice[g]]
+        interleaved[rows] -= group_interleaved[:, choice[g]]
+        reach[rows] += (group_standard + group_interleaved).max(axis=1)
+    kept = np.zeros(len(problem.rows), dtype=bool)
+    for limit in problem.limits:
+        weight = max(limit.standard, limit.interleaved)
+        kept |= limit.standard * standard + limit.interleaved * interleaved + weight * reach > limit.bytes
+    for k, g in enumerate(free.tolist()):
+        rows, group_standard, group_interleaved = index.of(g)
+        for r in np.flatnonzero(kept[rows]).tolist():
+            per_row.setdefault(int(rows[r]), []).append((k, group_standard[r], group_interleaved[r]))
+    steps = tuple(StepRow(r, int(standard[r]), int(interleaved[r]), tuple(per_row[r])) for r in sorted(per_row))
+    sub = Problem(candidate_counts=tuple(problem.candidate_counts[g] for g in free.tolist()),
+                  input_choice=tuple(int(choice[g]) for g in free.tolist()), group_sizes=(0,) * len(free),
+                  rows=steps, exchange=tuple(exchange), limits=problem.limits, steps_total=len(steps),
+                  edges=tuple(edges))
+    return Neighbourhood(free, sub)
+
+
+def grown(index: GroupRows, seed: int, size: int, random: np.random.Generator) -> np.ndarray:
+    """Up to `size` groups reached from `seed` over the edges, breadth first (each layer in a random order)."""
+    taken, layer = {seed}, [seed]
+    while layer and len(taken) < size:
+        following = []
+        for g in layer:
+            for other, _ in index.pairing.incident.get(g, ()):
+                if other not in taken and len(taken) < size:
+                    taken.add(other)
+                    following.append(other)
+        random.shuffle(following)
+        layer = following
+    return np.array(sorted(taken), dtype=np.int64)
+
+
+def _seeds(problem: Problem, choice) -> np.ndarray:
+    """Groups on an edge that costs more than its least pair at `choice`, the dearest excess first."""
+    excess = np.zeros(problem.groups)
+    for edge in problem.edges:
+        extra = float(edge.costs[choice[edge.a], choice[edge.b]] - edge.costs.min())
+        excess[edge.a] += extra
+        excess[edge.b] += extra
+    for g, costs in enumerate(problem.exchange):
+        excess[g] += float(costs[choice[g]] - min(costs))
+    order = np.argsort(-excess, kind="stable")
+    return order[excess[order] > 0]
+
+
+def search(problem: Problem, choice, seconds: float, seed: int = 0, progress=None, started: float = 0.0,
+           workers: int = 1) -> tuple[int, ...]:
+    """Neighbourhoods solved one after the other for `seconds`; the incumbent after each improvement."""
+    from ipuplan.solvers.cpsat import build_model, cp_model
+
+    index = GroupRows(problem)
+    random = np.random.default_rng(seed)
+    choice, cost = list(choice), problem.exchange_of(choice)
+    size, deadline = FIRST_SIZE, time.perf_counter() + seconds
+    seeds, at = _seeds(problem, choice), 0
+    while time.perf_counter() < deadline - 0.05 and problem.groups:
+        if at >= len(seeds):
+            seeds, at = _seeds(problem, choice), 0
+            if not len(seeds):
+                break
+            size = min(size * 2, LARGEST, problem.groups)
+        start = int(seeds[at]) if random.random() < 0.8 else int(random.integers(problem.groups))
+        at += 1
+        free = grown(index, start, size, random)
+        part = neighbourhood(problem, index, choice, free)
+        choices = build_model(part.problem)
+        choices.hint(part.problem.input_choice)
+        before = part.problem.exchange_of(part.problem.input_choice)
+        choices.model.add(choices.exchange <= before)
+        choices.model.minimize(choices.exchange)
+        solver = cp_model.CpSolver()
+        solver.parameters.num_workers = workers
+        solver.parameters.random_seed = int(random.integers(1 << 30))
+        solver.parameters.max_time_in_seconds = max(min(STEP_SECONDS, deadline - time.perf_counter()), 0.05)
+        status = solver.solve(choices.model)
+        if status == cp_model.OPTIMAL:
+            size = min(int(size * 1.25) + 1, LARGEST, problem.groups)
+        else:
+            size = max(int(size / 1.25), SMALLEST)
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            continue
+        found = choices.chosen(solver)
+        if part.problem.exchange_of(found) < before:
+            for g, c in zip(free.tolist(), found):
+                choice[g] = c
+            cost = problem.exchange_of(choice)
+            if progress is not None:
+                progress("neighbourhoods", cost, 0, time.perf_counter() - started)
+    return tuple(choice)

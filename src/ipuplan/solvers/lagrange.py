@@ -130,13 +130,18 @@ def _priced(g: int, choice, unary: list[np.ndarray], index: GroupRows) -> np.nda
     return unary[g] + index.pairing.prices(g, choice)
 
 
-def relieve(problem: Problem, choice, index: GroupRows, moves: int = RELIEF_MOVES) -> list[int]:
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.perf_counter() > deadline
+
+
+def relieve(problem: Problem, choice, index: GroupRows, moves: int = RELIEF_MOVES,
+            deadline: float | None = None) -> list[int]:
     """Moves off the row furthest over a limit while one is: of the groups live there, the switch with the least
-    exchange added per byte over the limits it removes, never to a forbidden pick."""
+    exchange added per byte over the limits it removes, never to a forbidden pick (none after `deadline`)."""
     choice, unary, slack = list(choice), _unary(problem), Slack(problem, choice, index)
     for _ in range(moves):
         focus = slack.worst()
-        if focus is None:
+        if focus is None or _past(deadline):
             break
         best: tuple[float, int, int] | None = None
         for g in {g for g, _, _ in problem.rows[focus].terms}:
@@ -157,14 +162,18 @@ def relieve(problem: Problem, choice, index: GroupRows, moves: int = RELIEF_MOVE
     return choice
 
 
-def descend(problem: Problem, choice, index: GroupRows, passes: int = DESCENT_PASSES) -> list[int]:
+def descend(problem: Problem, choice, index: GroupRows, passes: int = DESCENT_PASSES,
+            deadline: float | None = None) -> list[int]:
     """One-group moves, each to the group's cheapest candidate by its exchange with every incident edge priced at
     the neighbours' picks, among those that add no bytes over a limit at any row it is live at; a move's neighbours
-    are looked at again. Never raises the exchange, the forbidden picks or any row's excess."""
+    are looked at again (none after `deadline`). Never raises the exchange, the forbidden picks or any row's
+    excess."""
     choice, unary, slack = list(choice), _unary(problem), Slack(problem, choice, index)
     queue = [g for g in range(problem.groups) if problem.candidate_counts[g] > 1]
     for _ in range(passes):
         moved: set[int] = set()
+        if _past(deadline):
+            break
         for g in queue:
             cost = _priced(g, choice, unary, index)
             cheaper = cost < cost[choice[g]]
@@ -248,12 +257,12 @@ def lagrangian(problem: Problem, start, rounds: int = ROUNDS, seed: int = 0, sec
     best = (_key(problem, start), list(start))
     scale = 1.0
     for _ in range(rounds):
-        if deadline is not None and time.perf_counter() > deadline:
+        if _past(deadline):
             break
         taken, forest = _induced_forest(problem, incident, random.permutation(problem.groups))
         tree = _tree_choice(_conditioned(problem, taken, best[1], incident, prices.penalty()), forest)
         tree = [c if free else b for c, free, b in zip(tree, taken.tolist(), best[1])]
-        found = descend(problem, relieve(problem, tree, index), index)
+        found = descend(problem, relieve(problem, tree, index, deadline=deadline), index, deadline=deadline)
         key = _key(problem, found)
         if on_valid is not None and key[:2] == (0, 0) and best[0][:2] != (0, 0):
             on_valid(tuple(found))

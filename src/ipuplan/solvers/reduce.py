@@ -56,7 +56,8 @@ def undominated(standard: np.ndarray, interleaved: np.ndarray, ties: np.ndarray,
                 pairs: np.ndarray | None = None) -> np.ndarray:
     """Indices of the candidates no other candidate dominates (rows x candidates matrices, `pairs` the group's edge
     costs per neighbour candidate, if any; `keep` always stays)."""
-    both = np.unique(np.hstack([standard, interleaved]), axis=0) if len(standard) else np.zeros((0, 2 * len(ties)))
+    both = np.hstack([standard, interleaved]) if len(standard) else np.zeros((0, 2 * len(ties)))
+    both = np.unique(both, axis=0) if len(both) > 1 else both  # one row (one distinct term) is its own unique
     count = len(ties)
     # rows of either class and of the edges, candidates as columns
     bytes_of = np.vstack([both[:, :count], both[:, count:], *(() if pairs is None else (pairs,))])

@@ -1,0 +1,107 @@
+"""The start and the neighbourhood search of a `fit` with edges (`solvers.lagrange`, `solvers.lns`), on small
+hand-made and random problems against brute-force enumeration: the forest DP is exact on a forest, the moves never
+make a valid choice invalid nor dearer, a neighbourhood's problem prices every choice of its groups as the whole
+problem does, and the search ends no worse than it began."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from problems import b, best_by_brute_force, problem, valid_choices
+from test_pairwise import PROBLEMS
+
+from ipuplan.model.objective import Objective
+from ipuplan.model.problem import FORBIDDEN, Edge, StepRow
+from ipuplan.plan.budgets import Budgets
+from ipuplan.solvers.construct import GroupRows
+from ipuplan.solvers.lagrange import _induced_forest, _tree_choice, descend, lagrangian, relieve
+from ipuplan.solvers.lns import grown, neighbourhood, search
+
+F = FORBIDDEN
+
+
+def chain(costs_per_edge, counts, rows=(), limits=()):
+    edges = [Edge(k, k + 1, np.array(costs, dtype=np.int64)) for k, costs in enumerate(costs_per_edge)]
+    return problem(list(rows) or [StepRow(0, 0, 0, ())], counts, sizes=(0,) * len(counts), edges=edges,
+                   limits=limits)
+
+
+def valid(p, choice) -> bool:
+    return not p.forbidden_in(choice) and not p.usage(choice).violation(p.limits)
+
+
+def test_the_forest_dp_is_exact_on_a_chain():
+    # Three groups in a chain; the cheap pairs want 0-1-0 but the first edge forbids (0, 1): the optimum is 1-1-0.
+    p = chain([[[F, 5], [3, 0]], [[9, 0], [0, 9]]], (2, 2, 2))
+    index = GroupRows(p)
+    taken, forest = _induced_forest(p, index.pairing.incident, np.arange(3))
+    assert taken.all() and len(forest) == 2
+    belief = [np.asarray(costs, dtype=np.float64) for costs in p.exchange]
+    choice = tuple(_tree_choice(belief, forest))
+    assert p.exchange_of(choice) == best_by_brute_force(p, Objective.FIT)[0] == 0
+    assert choice == (1, 1, 0)
+
+
+def test_an_induced_forest_leaves_a_cycle_open():
+    p = problem([StepRow(0, 0, 0, ())], (2, 2, 2), edges=[Edge(0, 1, np.zeros((2, 2))), Edge(1, 2, np.zeros((2, 2))),
+                                                          Edge(0, 2, np.zeros((2, 2)))])
+    taken, forest = _induced_forest(p, GroupRows(p).pairing.incident, np.arange(3))
+    assert taken.tolist() == [True, True, False] and len(forest) == 1
+
+
+def test_relieve_meets_the_limit_at_the_least_exchange_per_byte():
+    # One row, limit 100: both groups at 60 bytes are over. Group 0 can drop to 10 bytes for 50 exchange, group 1 to
+    # 20 bytes for 5: relieve takes the cheaper byte (group 1).
+    row = StepRow(0, 0, 0, ((0, b(60, 10), b(0, 0)), (1, b(60, 20), b(0, 0))))
+    p = problem([row], (2, 2), exchange=((0, 50), (0, 5)), sizes=(0, 0), limits=Budgets(100, 0, 0).limits[:1])
+    assert p.usage((0, 0)).violation(p.limits)
+    fixed = tuple(relieve(p, (0, 0), GroupRows(p)))
+    assert fixed == (0, 1) and valid(p, fixed)
+
+
+@pytest.mark.parametrize("p", PROBLEMS)
+def test_descend_never_makes_a_choice_invalid_nor_dearer(p):
+    index = GroupRows(p)
+    for choice in itertools.islice(valid_choices(p), 20):
+        moved = tuple(descend(p, choice, index))
+        assert valid(p, moved) and p.exchange_of(moved) <= p.exchange_of(choice)
+
+
+@pytest.mark.parametrize("p", PROBLEMS)
+def test_lagrangian_is_valid_when_its_start_is_and_no_dearer(p):
+    starts = list(itertools.islice(valid_choices(p), 1))
+    if not starts:
+        pytest.skip("no valid choice")
+    found = lagrangian(p, starts[0], rounds=5)
+    assert valid(p, found) and p.exchange_of(found) <= p.exchange_of(starts[0])
+    assert p.exchange_of(found) >= best_by_brute_force(p, Objective.FIT)[0]
+
+
+@pytest.mark.parametrize("p", PROBLEMS[:12])
+def test_a_neighbourhood_prices_every_choice_of_its_groups_as_the_whole_problem(p):
+    index = GroupRows(p)
+    base = next(valid_choices(p), None)
+    if base is None:
+        pytest.skip("no valid choice")
+    free = grown(index, 0, 2, np.random.default_rng(0))
+    part = neighbourhood(p, index, base, free)
+    fixed = sum(int(p.exchange[g][c]) for g, c in enumerate(base) if g not in free.tolist()) + sum(
+        int(e.costs[base[e.a], base[e.b]]) for e in p.edges if e.a not in free.tolist() and e.b not in free.tolist())
+    for local in itertools.product(*(range(n) for n in part.problem.candidate_counts)):
+        whole = list(base)
+        for g, c in zip(free.tolist(), local):
+            whole[g] = c
+        assert valid(part.problem, local) == valid(p, tuple(whole))
+        if valid(p, tuple(whole)):
+            assert part.problem.exchange_of(local) + fixed == p.exchange_of(tuple(whole))
+
+
+@pytest.mark.parametrize("p", PROBLEMS[:8])
+def test_search_ends_no_worse_and_valid(p):
+    base = next(valid_choices(p), None)
+    if base is None:
+        pytest.skip("no valid choice")
+    found = search(p, base, seconds=0.5)
+    assert valid(p, found) and p.exchange_of(found) <= p.exchange_of(base)

@@ -115,13 +115,9 @@ def whole_scope(problem: Problem, settings: SolverSettings, solve: Callable[...,
     alive_count = int(sum(mask.sum() for mask in alive.values()))
     if solved and relaxed.lower_bound() >= result.peak:  # every group at its least, row by row, already reaches it
         return replace(result, status=SolveStatus.OPTIMAL, bound=result.peak, left_out=alive_count)
-    share = settings.time_limit * RELAXATION_SHARE
-    seconds = share if settings.deterministic else max(settings.time_limit - (time.perf_counter() - started), share)
-    bound = solve(replace(relaxed, input_choice=result.choice) if solved else relaxed,
-                  replace(settings, time_limit=seconds, dump_model=None), None)
+    bound = _relaxed_solve(relaxed, result, settings, solve, started)
     if not solved:
-        status = SolveStatus.INFEASIBLE if bound.status == SolveStatus.INFEASIBLE else SolveStatus.NO_SOLUTION
-        return replace(result, status=status, left_out=alive_count)
+        return _unsolved(result, bound, alive_count)
     proven = bound.status != SolveStatus.NO_SOLUTION and bound.bound >= result.peak
     if progress is not None:
         progress("scope", result.peak, result.peak if proven else bound.bound, time.perf_counter() - started)
@@ -147,15 +143,29 @@ def whole_scope_fit(problem: Problem, settings: SolverSettings, solve: Callable[
         return result
     alive_count = int(sum(mask.sum() for mask in alive.values()))
     solved = result.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
-    share = settings.time_limit * RELAXATION_SHARE
-    seconds = share if settings.deterministic else max(settings.time_limit - (time.perf_counter() - started), share)
-    bound = solve(replace(relaxed, input_choice=result.choice) if solved else relaxed,
-                  replace(settings, time_limit=seconds, dump_model=None), None)
+    bound = _relaxed_solve(relaxed, result, settings, solve, started)
     if not solved:
-        status = SolveStatus.INFEASIBLE if bound.status == SolveStatus.INFEASIBLE else SolveStatus.NO_SOLUTION
-        return replace(result, status=status, left_out=alive_count)
+        return _unsolved(result, bound, alive_count)
     least = bound.exchange_bound if bound.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE) else None
     proven = result.status == SolveStatus.OPTIMAL and least is not None and least >= result.exchange_bytes
     return replace(result, status=SolveStatus.OPTIMAL if proven else SolveStatus.FEASIBLE,
                    exchange_bound=result.exchange_bytes if proven else min(least or 0, result.exchange_bound or 0),
                    left_out=alive_count)
+
+
+def _relaxed_solve(relaxed: Problem, result: SolveResult, settings: SolverSettings, solve: Callable[..., SolveResult],
+                   started: float) -> SolveResult:
+    """The relaxation solved by the same `solve`, from the solution found if any, in what the time limit leaves
+    (at least its RELAXATION_SHARE)."""
+    share = settings.time_limit * RELAXATION_SHARE
+    seconds = share if settings.deterministic else max(settings.time_limit - (time.perf_counter() - started), share)
+    solved = result.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
+    return solve(replace(relaxed, input_choice=result.choice) if solved else relaxed,
+                 replace(settings, time_limit=seconds, dump_model=None), None)
+
+
+def _unsolved(result: SolveResult, bound: SolveResult, alive_count: int) -> SolveResult:
+    """No choice of the kept candidates met the budgets: "infeasible" only when the relaxation proves that no choice
+    of the whole scope does either, else no claim."""
+    status = SolveStatus.INFEASIBLE if bound.status == SolveStatus.INFEASIBLE else SolveStatus.NO_SOLUTION
+    return replace(result, status=status, left_out=alive_count)

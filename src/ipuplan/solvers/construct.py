@@ -153,6 +153,11 @@ def _smallest(problem: Problem, objective: Objective, pairing: Pairing) -> list[
     return choice
 
 
+def cheapest(problem: Problem) -> list[int]:
+    """Per group its cheapest candidate not forbidden alone (`fit`'s `_smallest`)."""
+    return _smallest(problem, Objective.FIT, Pairing(problem))
+
+
 def _settled(problem: Problem, choice: list[int], objective: Objective, pairing: Pairing) -> list[int]:
     """The groups with edges moved, one at a time, to their best candidate against their neighbours' picks: the
     fewest forbidden picks, then (bytes, exchange with the pairs priced, changes), with `fit` exchange first."""

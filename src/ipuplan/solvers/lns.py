@@ -104,12 +104,17 @@ def _seeds(problem: Problem, choice) -> np.ndarray:
 
 def search(problem: Problem, choice, seconds: float, seed: int = 0, progress=None, started: float = 0.0,
            workers: int = 1) -> tuple[int, ...]:
-    """Neighbourhoods solved one after the other for `seconds`; the incumbent after each improvement."""
+    """Neighbourhoods solved one after the other for `seconds`: the incumbent at the end, `progress` told of each
+    improvement that is valid (a neighbourhood's solution never makes a forbidden pick nor passes a limit at the
+    rows it may change, so an incumbent over no limit stays so)."""
     from ipuplan.solvers.cpsat import build_model, cp_model
 
+    if seconds <= 0:
+        return tuple(choice)
     index = GroupRows(problem)
     random = np.random.default_rng(seed)
-    choice, cost = list(choice), problem.exchange_of(choice)
+    choice = list(choice)
+    over = problem.usage(choice).violation(problem.limits) > 0
     size, deadline = FIRST_SIZE, time.perf_counter() + seconds
     seeds, at = _seeds(problem, choice), 0
     while time.perf_counter() < deadline - 0.05 and problem.groups:
@@ -142,7 +147,7 @@ def search(problem: Problem, choice, seconds: float, seed: int = 0, progress=Non
         if part.problem.exchange_of(found) < before:
             for g, c in zip(free.tolist(), found):
                 choice[g] = c
-            cost = problem.exchange_of(choice)
-            if progress is not None:
-                progress("neighbourhoods", cost, 0, time.perf_counter() - started)
+            over = over and problem.usage(choice).violation(problem.limits) > 0
+            if progress is not None and not over and not problem.forbidden_in(choice):
+                progress("neighbourhoods", problem.exchange_of(choice), 0, time.perf_counter() - started)
     return tuple(choice)

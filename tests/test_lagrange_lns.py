@@ -15,6 +15,7 @@ from test_pairwise import PROBLEMS
 from ipuplan.model.objective import Objective
 from ipuplan.model.problem import FORBIDDEN, Edge, StepRow
 from ipuplan.plan.budgets import Budgets
+from ipuplan.solvers import cpsat
 from ipuplan.solvers.construct import GroupRows
 from ipuplan.solvers.lagrange import _induced_forest, _tree_choice, descend, lagrangian, relieve
 from ipuplan.solvers.lns import grown, neighbourhood, search
@@ -103,5 +104,5 @@ def test_search_ends_no_worse_and_valid(p):
     base = next(valid_choices(p), None)
     if base is None:
         pytest.skip("no valid choice")
-    found = search(p, base, seconds=0.5)
+    found = search(p, base, 0.5, cpsat.solve_part)
     assert valid(p, found) and p.exchange_of(found) <= p.exchange_of(base)

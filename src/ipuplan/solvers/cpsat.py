@@ -14,6 +14,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 
@@ -555,6 +556,21 @@ def _solve_from(problem: Problem, settings: SolverSettings, progress: Progress |
                        else None, excess=usage.worst_excess(problem.limits) if soft else (), **timing, **sizes)
 
 
+def solve_part(problem: Problem, seconds: float, seed: int, workers: int = 1) -> tuple[bool, tuple[int, ...] | None]:
+    """A neighbourhood's problem (`lns.search`): its least exchange from its input choice, no dearer than that; (proven
+    optimal, the choice or None)."""
+    choices = build_model(problem)
+    choices.hint(problem.input_choice)
+    choices.model.add(choices.exchange <= problem.exchange_of(problem.input_choice))
+    choices.model.minimize(choices.exchange)
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = workers
+    solver.parameters.random_seed = seed
+    solver.parameters.max_time_in_seconds = seconds
+    status = solver.solve(choices.model)
+    return status == cp_model.OPTIMAL, choices.chosen(solver) if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
+
+
 def _neighbourhoods(problem: Problem, settings: SolverSettings, progress: Progress | None, begun: Start,
                     started: float) -> tuple[Start, SolverSettings, float | None]:
     """The start reported (when valid) and, when the whole model is too large to solve, improved by the
@@ -572,8 +588,8 @@ def _neighbourhoods(problem: Problem, settings: SolverSettings, progress: Progre
         if progress is not None:
             progress(phase, objective, bound, seconds)
 
-    improved = search(problem, begun.choice, settings.time_limit - elapsed, settings.seed, on_improved, started,
-                      settings.workers)
+    improved = search(problem, begun.choice, settings.time_limit - elapsed, partial(solve_part, workers=settings.workers),
+                      settings.seed, on_improved, started)
     return replace(begun, choice=improved, constructed=True), settings, first if first is not None else min(
         heard, default=None)
 

@@ -14,6 +14,7 @@ optimum, smaller after a timeout).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -102,13 +103,16 @@ def _seeds(problem: Problem, choice) -> np.ndarray:
     return order[excess[order] > 0]
 
 
-def search(problem: Problem, choice, seconds: float, seed: int = 0, progress=None, started: float = 0.0,
-           workers: int = 1) -> tuple[int, ...]:
+PartSolve = Callable[[Problem, float, int], tuple[bool, tuple[int, ...] | None]]
+"""Solves a neighbourhood's problem from its input choice within seconds, with a seed: (proven optimal, its choice
+no dearer than the input, or None). The CP-SAT backend passes its own (`cpsat.solve_part`)."""
+
+
+def search(problem: Problem, choice, seconds: float, solve_part: PartSolve, seed: int = 0, progress=None,
+           started: float = 0.0) -> tuple[int, ...]:
     """Neighbourhoods solved one after the other for `seconds`: the incumbent at the end, `progress` told of each
     improvement that is valid (a neighbourhood's solution never makes a forbidden pick nor passes a limit at the
     rows it may change, so an incumbent over no limit stays so)."""
-    from ipuplan.solvers.cpsat import build_model, cp_model
-
     if seconds <= 0:
         return tuple(choice)
     index = GroupRows(problem)
@@ -127,24 +131,11 @@ def search(problem: Problem, choice, seconds: float, seed: int = 0, progress=Non
         at += 1
         free = grown(index, start, size, random)
         part = neighbourhood(problem, index, choice, free)
-        choices = build_model(part.problem)
-        choices.hint(part.problem.input_choice)
         before = part.problem.exchange_of(part.problem.input_choice)
-        choices.model.add(choices.exchange <= before)
-        choices.model.minimize(choices.exchange)
-        solver = cp_model.CpSolver()
-        solver.parameters.num_workers = workers
-        solver.parameters.random_seed = int(random.integers(1 << 30))
-        solver.parameters.max_time_in_seconds = max(min(STEP_SECONDS, deadline - time.perf_counter()), 0.05)
-        status = solver.solve(choices.model)
-        if status == cp_model.OPTIMAL:
-            size = min(int(size * 1.25) + 1, LARGEST, problem.groups)
-        else:
-            size = max(int(size / 1.25), SMALLEST)
-        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            continue
-        found = choices.chosen(solver)
-        if part.problem.exchange_of(found) < before:
+        optimal, found = solve_part(part.problem, max(min(STEP_SECONDS, deadline - time.perf_counter()), 0.05),
+                                    int(random.integers(1 << 30)))
+        size = min(int(size * 1.25) + 1, LARGEST, problem.groups) if optimal else max(int(size / 1.25), SMALLEST)
+        if found is not None and part.problem.exchange_of(found) < before:
             for g, c in zip(free.tolist(), found):
                 choice[g] = c
             over = over and problem.usage(choice).violation(problem.limits) > 0

@@ -13,15 +13,15 @@ from ipuplan.solvers import conflict
 
 
 def unneeded_changes(problem: Problem, choice: tuple[int, ...]) -> list[int]:
-    """Changed groups that could go back to their input layout without raising the peak or the exchange,
-    and still meet the budgets."""
-    peak = problem.usage(choice).peak
+    """Changed groups that could go back to their input layout without raising the peak or the exchange (the
+    problem's: its candidates' costs and its edges' pairs), and still meet the budgets."""
+    peak, exchange = problem.usage(choice).peak, problem.exchange_of(choice)
     found = []
     for g, (chosen, original) in enumerate(zip(choice, problem.input_choice)):
         if chosen == original:
             continue
         reverted = tuple(original if k == g else c for k, c in enumerate(choice))
-        cheaper = problem.exchange[g][original] <= problem.exchange[g][chosen]
+        cheaper = problem.exchange_of(reverted) <= exchange
         usage = problem.usage(reverted)
         if cheaper and usage.peak <= peak and not usage.violation(problem.limits):
             found.append(g)

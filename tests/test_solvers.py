@@ -21,6 +21,7 @@ from ipuplan.model.problem import Problem, StepRow
 from ipuplan.plan.budgets import Budgets
 from ipuplan.replan.options import BadOption
 from ipuplan.solvers import SolveResult, SolverSettings, SolveStatus, model_size, register_backend, solve
+from ipuplan.model.objective import Objective
 from ipuplan.solvers.construct import construct
 
 SETTINGS = SolverSettings(time_limit=5, workers=1, deterministic=True)
@@ -203,10 +204,13 @@ def test_a_registered_backend_optimises_a_plan(stub, reference_plan):
     result = ipuplan.optimize(reference_plan, solver="stub", workers=1)
     assert result.options.solver.value == "stub"
     # the plan's problem (a cap left Gemm splits out: the bound over the whole scope is the relaxation's, here its
-    # per-row floor already, so the backend is not asked to solve it)
-    assert stub[0].left_out and len(stub) == 1
+    # per-row floor already, so the backend is not asked to solve it), then the exact exchange at the peak found:
+    # pairwise costs, a cap on the peak, nothing left out
+    assert stub[0].left_out and not stub[0].edges and len(stub) == 2
+    assert stub[1].edges and not stub[1].left_out and stub[1].limits[-1].bytes == result.after.raw_peak
     assert result.status.value == "optimal" and result.solve.left_out > 0
-    assert result.solve.choice == construct(stub[0]) and result.after.raw_peak <= result.before.raw_peak
+    first, exact = construct(stub[0]), construct(stub[1], Objective.FIT)
+    assert result.solve.choice in (first, exact) and result.after.raw_peak == stub[0].usage(first).peak
     assert check(result.plan) == []
 
 

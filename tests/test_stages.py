@@ -16,16 +16,20 @@ from ipuplan.cli import app
 from ipuplan.facts.dataflow import dataflow
 from ipuplan.facts.estimate import estimate
 from ipuplan.facts.gemm_families import recognise_families
+from ipuplan.facts.elementwise_families import recognise_elementwise
 from ipuplan.facts.liveness import liveness
 from ipuplan.model.build import problem_of
+from ipuplan.model.exact import exact_problem
 from ipuplan.plan.format import load_plan
 from ipuplan.replan.options import OptimizeOptions
 from ipuplan.replan.pipeline import BudgetConflict, optimize
 from ipuplan.space.scopes import candidate_space, scope_named
 from ipuplan.workbench.explore import explore_one
 
-FACTS = {"liveness": liveness, "dataflow": dataflow, "estimate": estimate, "recognise_families": recognise_families}
-STAGES = {**FACTS, "candidate_space": candidate_space, "problem_of": problem_of, "load_plan": load_plan}
+FACTS = {"liveness": liveness, "dataflow": dataflow, "estimate": estimate, "recognise_families": recognise_families,
+         "recognise_elementwise": recognise_elementwise}
+STAGES = {**FACTS, "candidate_space": candidate_space, "problem_of": problem_of, "load_plan": load_plan,
+          "exact_problem": exact_problem}
 TIGHT = ["--scope", "kernels", "--budget", "200000", "--interleaved-budget", "72831"]
 """No layout of the kernels scope meets these budgets (tests/test_objectives.py); the full scope's do."""
 
@@ -74,31 +78,33 @@ def raises_conflict(tmp_path):
 
 
 PATHS = {
-    # path: (run, facts of the plans, the run's scope, wider scopes its explanation may try); `report` solves
-    # nothing: it builds the candidate space of the scope it shows, and no problem
-    "optimize": (lambda tmp: optimize(load_plan(REFERENCE), workers=1, time_limit=5), 2, "full", ()),
+    # path: (run, facts of the plans, the run's scope, wider scopes its explanation may try, exact exchange stages);
+    # `report` solves nothing: it builds the candidate space of the scope it shows, and no problem
+    "optimize": (lambda tmp: optimize(load_plan(REFERENCE), workers=1, time_limit=5), 2, "full", (), 1),
     "optimize --report": (cli("optimize", str(REFERENCE), "-o", "TMP/o.json", "--scope", "storage", "--workers", "1",
-                              "--report", "TMP/r.html"), 2, "storage", ()),
-    "infeasible": (raises_conflict, 1, "kernels", ("full",)),
+                              "--report", "TMP/r.html"), 2, "storage", (), 1),
+    "infeasible": (raises_conflict, 1, "kernels", ("full",), 0),
     "infeasible --report": (cli("optimize", str(REFERENCE), "-o", "TMP/o.json", *TIGHT, "--workers", "1",
-                                "--time-limit", "5", "--report", "TMP/r.html", code=3), 1, "kernels", ("full",)),
+                                "--time-limit", "5", "--report", "TMP/r.html", code=3), 1, "kernels", ("full",), 0),
     "best effort --report": (cli("optimize", str(REFERENCE), "-o", "TMP/o.json", *TIGHT, "--workers", "1",
                                  "--time-limit", "5", "--best-effort", "--report", "TMP/r.html", code=3), 2, "kernels",
-                             ("full",)),
-    # sweep: the input's facts, and those of the plan each point would write (its exact exchange; storage: 1 point)
+                             ("full",), 0),
+    # sweep: the input's facts, and those of the plan each point would write (its exact exchange; storage: 1 point,
+    # whose exact exchange is solved once)
     "sweep --report": (cli("sweep", str(REFERENCE), "--scope", "storage", "--workers", "1", "--report", "TMP/s.html"),
-                       2, "storage", ()),
+                       2, "storage", (), 1),
     "explore": (lambda tmp: explore_one(str(REFERENCE), str(tmp), OptimizeOptions(workers=1, time_limit=5)), 2, "full",
-                ()),
-    "report": (cli("report", str(REFERENCE), "-o", "TMP/r.html", "--scope", "kernels"), 1, "kernels", ()),
+                (), 1),
+    "report": (cli("report", str(REFERENCE), "-o", "TMP/r.html", "--scope", "kernels"), 1, "kernels", (), 0),
 }
 
 
 @pytest.mark.parametrize("path", PATHS)
 def test_each_stage_runs_once_per_run(path, calls, tmp_path):
-    run, plans, scope, wider = PATHS[path]
+    run, plans, scope, wider, exact = PATHS[path]
     run(tmp_path)
     assert {name: calls[name, None] for name in FACTS} == dict.fromkeys(FACTS, plans)
+    assert calls["exact_problem", None] == exact
     for stage in ("candidate_space", "problem_of") if path != "report" else ("candidate_space",):
         built = {s: n for (name, s), n in calls.items() if name == stage}
         assert built.pop(scope, 0) == 1, (stage, built)

@@ -515,8 +515,8 @@ def optimize_command(
         parser=_output_path, help="Write the CP-SAT model (text proto) here, for debugging.")] = None,
     report: ReportFile = None,
 ) -> None:
-    """Minimise the peak per-tile usage (or, with --objective fit, the optimiser's exchange proxy while meeting the
-    budgets) and write the rewritten plan (exit 3 if the budgets cannot be met; with --best-effort the least-bad plan
+    """Minimise the peak per-tile usage, then the exact exchange at that peak (or, with --objective fit, the exact
+    exchange while meeting the budgets) and write the rewritten plan (exit 3 if the budgets cannot be met; with --best-effort the least-bad plan
     is written). The summary gives the exact exchange of the input and of the written plan."""
     target = _target(plan_path, output, in_place)
     require_outputs({"-o": target, "--report": report, "--dump-model": dump_model}, inputs=_inputs(plan_path, options),
@@ -698,7 +698,7 @@ def sweep_command(
 
 
 def _print_point(progress: _Progress, point) -> None:
-    progress.line(f"  point  peak {point.peak:>12,}  model's exchange proxy {point.exchange_bytes:>16,}  {point.seconds:6.2f} s")
+    progress.line(f"  point  peak {point.peak:>12,}  exchange {point.exchange_bytes:>16,}  {point.seconds:6.2f} s")
 
 
 @app.command("synth")

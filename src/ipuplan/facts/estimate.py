@@ -14,9 +14,8 @@ import numpy as np
 from ipuplan.facts.liveness import Liveness, live_entries, liveness
 from ipuplan.plan.budgets import Budgets
 from ipuplan.plan.format import MAX_COUNT, Peak, Plan, Value
-from ipuplan.plan.layout import INTERLEAVED, STANDARD, Layout, round_up
+from ipuplan.plan.layout import GRANULE, STANDARD, Layout, round_up
 
-GRANULE = {STANDARD: 16 * 1024, INTERLEAVED: 32 * 1024}
 AMP_ALIGNED_ORDERS = frozenset({"Amp(Left)", "Amp(TransposedLeft)"})
 
 

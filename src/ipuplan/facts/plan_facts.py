@@ -1,4 +1,5 @@
-"""The facts of one plan, computed once and passed down: liveness, dataflow, estimate, Gemm families.
+"""The facts of one plan, computed once and passed down: liveness, dataflow, estimate, Gemm, attention and
+element-wise families.
 
 Everything after this point in the pipeline (check, candidates, costs, rewrite, report) reads
 a `PlanFacts` instead of recomputing: one `optimize` call infers each fact once per plan.
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 
 from ipuplan.facts.attention_families import AttentionFamily, recognise_attention
 from ipuplan.facts.dataflow import Dataflow, dataflow
+from ipuplan.facts.elementwise_families import ElementwiseFamily, recognise_elementwise
 from ipuplan.facts.estimate import Estimate, estimate
 from ipuplan.facts.gemm_families import KernelFamily, recognise_families
 from ipuplan.facts.liveness import Liveness, liveness
@@ -30,6 +32,8 @@ class PlanFacts:
     """(Gemm step, reason) for every Gemm that is not a family."""
     attention: tuple[AttentionFamily, ...]
     """The attention products among the Gemms that are not families."""
+    elementwise: tuple[ElementwiseFamily, ...]
+    """Every family of element-wise and row-reducing kernels, held or not."""
 
     @property
     def amp_aligned(self) -> frozenset[int]:
@@ -55,4 +59,5 @@ def _facts(plan: Plan, budgets: Budgets) -> PlanFacts:
         families=tuple(families),
         rejected_families=tuple(rejected),
         attention=tuple(recognise_attention(plan, flow, tuple(rejected))),
+        elementwise=recognise_elementwise(plan, flow),
     )

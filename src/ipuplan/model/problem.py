@@ -393,3 +393,44 @@ def _drop_left_out(rows: list[WeightedRow], alive: dict[int, np.ndarray], cap: i
 def solution_fingerprint(choice: tuple[int, ...]) -> str:
     """sha256 of the chosen candidate per free group: two runs with equal fingerprints chose the same layouts."""
     return hashlib.sha256(repr(tuple(choice)).encode()).hexdigest()
+
+
+def alive_within(problem: Problem, peak: int | None = None) -> list[np.ndarray]:
+    """Per group, the candidates that may be part of a choice meeting the budgets with a peak of at most `peak` (None:
+    any peak): a candidate is dropped when some row it is live at, with every other group at its least still alive
+    there, would break a budget or pass `peak`, until nothing more drops. A relaxation: every candidate of every such
+    choice stays."""
+    table = problem.table
+    rules = [(limit.standard, limit.interleaved, limit.bytes) for limit in problem.limits]
+    if peak is not None:
+        rules.append((1, 1, peak))
+    offsets = np.cumsum([0, *problem.candidate_counts])
+    alive = np.ones(offsets[-1], dtype=bool)  # every group's candidates end to end
+    if table.terms and rules:
+        owner = np.repeat(np.arange(table.terms), table.counts)
+        entry = offsets[table.group[owner]] + np.arange(len(owner)) - table.start[owner]  # each entry's candidate
+        weighted = [(a * table.standard + b * table.interleaved, a * table.constant_standard
+                     + b * table.constant_interleaved, cap) for a, b, cap in rules]
+        dropped = True
+        while dropped:
+            dropped = False
+            for bytes_of, constant, cap in weighted:
+                fits = _fits(table, owner, np.where(alive[entry], bytes_of, np.iinfo(np.int64).max), bytes_of,
+                             constant, cap)
+                newly = alive[entry] & ~fits
+                if newly.any():
+                    alive[entry[newly]] = False
+                    dropped = True
+    return [alive[offsets[g]:offsets[g + 1]] for g in range(problem.groups)]
+
+
+def _fits(table: TermTable, owner: np.ndarray, alive_bytes: np.ndarray, bytes_of: np.ndarray, constant: np.ndarray,
+          cap: int) -> np.ndarray:
+    """Per entry of the table, whether its candidate keeps every row of its term within `cap` with every other term
+    at its least alive candidate there (`alive_bytes`: the dropped ones at int64's end)."""
+    least = np.minimum.reduceat(alive_bytes, table.start)
+    least = np.where(least == np.iinfo(np.int64).max, np.minimum.reduceat(bytes_of, table.start), least)
+    floor = constant + table.row_sums(least[table.term])
+    worst = np.full(table.terms, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(worst, table.term, floor[table.row])  # per distinct term, its fullest row
+    return worst[owner] - least[owner] + bytes_of <= cap

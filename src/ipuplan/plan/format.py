@@ -22,7 +22,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ipuplan.errors import PlanError, SyntaxProblem
-from ipuplan.plan.layout import Layout, element_size, parse_layout
+from ipuplan.plan.layout import GRANULE, Layout, element_size, parse_layout, round_up
 from ipuplan.plan.operation import Operation, operation_problem, parse_operation
 from ipuplan.plan.outputs import write_atomically
 
@@ -274,8 +274,8 @@ def _checked_value_size(value: Value, where: str) -> int:
     return size
 
 
-_GRANULE_BOUND = 32 * 1024
-"""The largest memory-class granule an AMP-aligned shard is rounded up to (facts.estimate.GRANULE)."""
+_GRANULE_BOUND = max(GRANULE.values())
+"""The largest memory-class granule an AMP-aligned shard is rounded up to: the most a shard may take."""
 
 
 @lru_cache(maxsize=65536)
@@ -287,7 +287,7 @@ def _value_size(layout: str, shape: tuple[int, ...], precision: str, copies: int
     if elements > MAX_ELEMENTS:
         return elements, ("shape", f"the shape has {elements:,} elements, more than {MAX_ELEMENTS:,}")
     shard = parse_layout(layout).largest_shard_elements(shape) * element_size(precision)
-    size = -(-shard // _GRANULE_BOUND) * _GRANULE_BOUND * copies
+    size = round_up(shard, _GRANULE_BOUND) * copies
     if size <= MAX_BYTES:
         return size, None
     limit = f"bytes per tile, more than {MAX_BYTES:,}"

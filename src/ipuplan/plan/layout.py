@@ -26,6 +26,8 @@ from ipuplan.plan.debug_syntax import (
 
 STANDARD = "Ipu21Standard"
 INTERLEAVED = "Ipu21Interleaved"
+GRANULE = {STANDARD: 16 * 1024, INTERLEAVED: 32 * 1024}
+"""Bytes an AMP-aligned shard of each memory class is rounded up to (PLAN_FORMAT.md)."""
 MEMORY_CLASSES = (STANDARD, INTERLEAVED)
 PADDINGS = ("Zero", "Reject")
 KNOWN_ORDERS = frozenset(

@@ -17,7 +17,7 @@ from ipuplan.model.objective import Objective
 from ipuplan.plan.budgets import Budgets
 from ipuplan.plan.format import MAX_BYTES, Plan
 from ipuplan.solvers import Backend, SolverSettings
-from ipuplan.space.scopes import Scope
+from ipuplan.space.scopes import Scope, scopes_in_words
 
 
 class BadOption(IpuplanError, ValueError):
@@ -32,8 +32,7 @@ class OptimizeOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=False)
 
     scope: Annotated[Scope, Field(
-        description="Freedom level: storage, kernels (storage + Gemm families) or full (kernels, memory classes, "
-                    "any layout of a storage value).")] = (
+        description=f"Freedom level: {scopes_in_words()}.")] = (
         Scope.FULL
     )
     solver: Annotated[Backend, Field(description="Solver backend (highs needs ipuplan[highs]).")] = Backend.CPSAT
@@ -53,7 +52,7 @@ class OptimizeOptions(BaseModel):
         int | None, Field(ge=0, le=MAX_BYTES, description="Override support_reserve_bytes.")
     ] = None
     objective: Annotated[Objective, Field(
-        description="peak: the smallest peak; fit: meet the budgets with the least of the optimiser's exchange proxy.")] = Objective.PEAK
+        description="peak: the smallest peak; fit: meet the budgets with the least exchange (docs/EXCHANGE.md).")] = Objective.PEAK
     best_effort: Annotated[bool, Field(
         description="When the budgets cannot be met, still write the plan with the least excess (exit 3).")] = False
     keep_classes: Annotated[bool, Field(

@@ -20,15 +20,16 @@ from ipuplan.facts.estimate import Estimate
 from ipuplan.facts.plan_exchange import PlanExchange, plan_exchange
 from ipuplan.facts.plan_facts import PlanFacts, plan_facts
 from ipuplan.model.build import Widening, problem_of
+from ipuplan.model.exact import ExactProblem, exact_problem
 from ipuplan.model.objective import Objective
-from ipuplan.model.problem import Problem, solution_fingerprint
-from ipuplan.plan.budgets import Budgets, excess
+from ipuplan.model.problem import Problem, alive_within, solution_fingerprint
+from ipuplan.plan.budgets import Budgets, Limit, excess
 from ipuplan.plan.format import Plan
 from ipuplan.replan.explain import Explanation, explain
 from ipuplan.replan.options import OptimizeOptions
 from ipuplan.replan.pins import Pins, resolve_pins
 from ipuplan.replan.rewrite import rewrite, with_budgets, with_derived_fields
-from ipuplan.solvers import Progress, SolveResult, SolverSettings, SolveStatus, solve_soft, solve_space
+from ipuplan.solvers import Progress, SolveResult, SolverSettings, SolveStatus, solve, solve_soft, solve_space
 from ipuplan.space.scopes import candidate_space
 from ipuplan.space.types import CandidateSpace, FrozenGroup
 
@@ -138,6 +139,8 @@ class OptimizeResult:
     """sha256 of the integers the solver saw: equal fingerprints, equal models."""
     solution_fingerprint: str = ""
     """sha256 of the chosen candidates: equal fingerprints, equal layouts."""
+    exact: bool = False
+    """The choice was made by the exact exchange (`priced_exactly`): `model_exchange_*` are the plan's own figures."""
 
     @property
     def plan(self) -> Plan:
@@ -297,7 +300,8 @@ def solve_prepared(prepared: Prepared, progress: Progress | None = None, on_phas
                                        progress)
     prepared = replace(prepared, space=solved_space.space, problem=solved_space.problem)
     if not _needs_explaining(prepared, solved):
-        return _result(prepared, solved)
+        exact, solved = priced_exactly(prepared, solved, settings, deadline, progress, on_phase)
+        return _result(prepared, solved, exact=exact)
     # the soft solve's share is set aside first: the explanation cannot eat it
     soft_seconds = min(options.time_limit / 2, max(deadline - time.perf_counter(), 0.1)) if options.best_effort else 0
     on_phase("explain", "no layout meets the budgets: a minimal conflict")
@@ -307,6 +311,63 @@ def solve_prepared(prepared: Prepared, progress: Progress | None = None, on_phas
     on_phase("best effort", "the least excess over the budgets")
     solved = solve_soft(problem, _soft_settings(settings, soft_seconds, deadline), progress)
     return _result(prepared, solved, explanation)
+
+
+EXACT_SHARE = 0.5
+"""Of the time limit, the exact exchange's solve with one worker (deterministic: it may not hang on the wall clock)."""
+
+
+def priced_exactly(prepared: Prepared, solved: SolveResult, settings: SolverSettings, deadline: float,
+                   progress: Progress | None = None, on_phase: Phase = _silent) -> tuple[ExactProblem | None, SolveResult]:
+    """The least exact exchange (docs/EXCHANGE.md), then the fewest changed values, at the peak `solved` found (with
+    `fit`: under the budgets): the candidates no such choice can use forbidden (`alive_within`), every pair of the
+    others priced (`model.exact`), solved, and never worse than `solved`'s choice by the same figures. The peak's
+    status and bound stay `solved`'s; with `fit` the status is the exact exchange's. (None, `solved`) when `solved`
+    has no choice that fits."""
+    problem, objective = prepared.problem, prepared.options.objective
+    if solved.peak is None or solved.status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE) or problem.usage(
+            solved.choice).violation(problem.limits):
+        return None, solved
+    on_phase("exact exchange", "every pair of candidates that can meet the budgets"
+             + (f" at peak {solved.peak:,}" if objective == Objective.PEAK else "") + " priced")
+    seconds = settings.time_limit * EXACT_SHARE if settings.deterministic else max(
+        deadline - time.perf_counter(), settings.time_limit * (1 - EXACT_SHARE))
+    exact, found = exact_at(prepared, solved.peak if objective == Objective.PEAK else None,
+                            replace(settings, time_limit=seconds), progress)
+    return exact, _exact_result(exact, solved, found, objective)
+
+
+def exact_at(prepared: Prepared, cap: int | None, settings: SolverSettings,
+             progress: Progress | None = None) -> tuple[ExactProblem, SolveResult]:
+    """The least exact exchange, then the fewest changed values, of the choices that meet the budgets with a peak of
+    at most `cap` (None: any peak), over the run's candidates (`fit`'s whole-scope bound with `cap` None); the
+    problem it priced, and the solve."""
+    problem = prepared.problem
+    exact = exact_problem(prepared.facts, prepared.space, problem, alive_within(problem, cap))
+    if cap is not None:  # at a peak already found: no left-out choice (the peak's own proof is done)
+        priced = replace(exact.problem, limits=(*problem.limits, Limit("peak found", 1, 1, cap)), left_out=())
+        priced.__dict__["table"] = problem.table
+        exact = ExactProblem(priced, exact.constant)
+    found = solve(exact.problem, replace(settings, objective=Objective.FIT, dump_model=None), prepared.options.solver,
+                  progress)
+    return exact, found
+
+
+def _exact_result(exact: ExactProblem, solved: SolveResult, found: SolveResult, objective: Objective) -> SolveResult:
+    """`solved` with the better choice of the two by (exact exchange, changed values), its exact figures, and with
+    `fit` the exact solve's status and bound."""
+    problem = exact.problem
+    choices = [solved.choice] + ([found.choice] if found.peak is not None else [])
+    choice = min(choices, key=lambda c: (exact.exchange_of(c), problem.changed_of(c)))
+    exact_bound = None if found.exchange_bound is None else found.exchange_bound + exact.constant
+    figures = dict(choice=choice, peak=problem.usage(choice).peak, exchange_bytes=exact.exchange_of(choice),
+                   changed_values=problem.changed_of(choice), exchange_bound=exact_bound)
+    if objective == Objective.FIT:
+        unproven = found.status != SolveStatus.OPTIMAL or choice != found.choice
+        status = SolveStatus.FEASIBLE if unproven and found.status != SolveStatus.INFEASIBLE else found.status
+        return replace(solved, status=SolveStatus.FEASIBLE if found.peak is None else status, **figures)
+    optimal = solved.bound >= figures["peak"]
+    return replace(solved, status=SolveStatus.OPTIMAL if optimal else solved.status, **figures)
 
 
 def _needs_explaining(prepared: Prepared, solved: SolveResult) -> bool:
@@ -326,15 +387,25 @@ def _soft_settings(settings: SolverSettings, reserved: float, deadline: float) -
     return replace(settings, time_limit=seconds)
 
 
-def _result(prepared: Prepared, solved: SolveResult, explanation: Explanation | None = None) -> OptimizeResult:
+def _result(prepared: Prepared, solved: SolveResult, explanation: Explanation | None = None,
+            exact: ExactProblem | None = None) -> OptimizeResult:
     """The rewritten plan (or the input, when it is at least as good) with every figure of the run."""
     facts, problem = prepared.facts, prepared.problem
     after, note = _result_facts(prepared, solved)
     changes = value_changes(facts.plan, after.plan, facts.estimate, after.estimate)
     choice = solved.choice if changes else problem.input_choice
-    return OptimizeResult(
+    if exact is None:
+        model = problem.exchange_of(problem.input_choice), problem.exchange_of(choice), problem.fingerprint()
+        input_exchange = None
+    else:  # the model priced the plan's own figure; the input's is that definition too (its candidates may be unpriced)
+        input_exchange = plan_exchange(facts.plan, facts)
+        model = input_exchange.total, exact.exchange_of(choice), exact.problem.fingerprint()
+    result = OptimizeResult(
         prepared, after, solved, changes, note, explanation=explanation,
-        shortfall=shortfall(after.estimate, facts.budgets), model_exchange_before=problem.exchange_of(problem.input_choice),
-        model_exchange_after=problem.exchange_of(choice), model_fingerprint=problem.fingerprint(),
-        solution_fingerprint=solution_fingerprint(choice),
+        shortfall=shortfall(after.estimate, facts.budgets), model_exchange_before=model[0],
+        model_exchange_after=model[1], model_fingerprint=model[2], solution_fingerprint=solution_fingerprint(choice),
+        exact=exact is not None,
     )
+    if input_exchange is not None:
+        result.__dict__["input_exchange"] = input_exchange
+    return result

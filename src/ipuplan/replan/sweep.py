@@ -3,9 +3,12 @@
 `sweep` walks the Pareto front of the candidate space under the budgets, from the smallest peak
 (the `peak` objective's plan) to the least exchange (the `fit` objective's, at its lowest peak):
 each point is the smallest peak with less exchange than the point before, and the least exchange
-at that peak, each solve starting from the previous point's layouts. The front is walked by the
-optimiser's own exchange figure (its proxy, `model_exchange_bytes`); each point also carries the exact
-exchange of the plan it would write (docs/EXCHANGE.md), which need not fall as the proxy does.
+at that peak, each solve starting from the previous point's layouts. The peaks are walked by the optimiser's
+proxy (each candidate's exchange at the other side's input layout: a linear model, fast to walk); at each peak
+the least exact exchange (docs/EXCHANGE.md) is then solved with every pair priced (`pipeline.exact_at`), and a
+point whose exact exchange is no less than a smaller peak's is dropped. Each point's `model_exchange_bytes` is
+the model's exact figure and `exchange_bytes` the exchange of the plan it would write, computed again from that
+plan; the two are equal.
 """
 
 from __future__ import annotations
@@ -17,9 +20,9 @@ from dataclasses import dataclass
 from ipuplan.facts.plan_exchange import plan_exchange
 from ipuplan.plan.format import Plan
 from ipuplan.replan.options import OptimizeOptions
-from ipuplan.replan.pipeline import BudgetConflict, Prepared, explain_run, prepare
+from ipuplan.replan.pipeline import BudgetConflict, Prepared, exact_at, explain_run, prepare
 from ipuplan.replan.rewrite import rewrite
-from ipuplan.solvers import FrontPoint, pareto_front
+from ipuplan.solvers import FrontPoint, SolverSettings, SolveStatus, pareto_front
 
 KIB = 1024
 
@@ -32,7 +35,7 @@ class SweepPoint:
     exchange_added: int
     """Over the input plan's exact exchange (negative: the plan sends less than the input)."""
     model_exchange_bytes: int
-    """The optimiser's own exchange figure (its proxy), by which the front is walked."""
+    """The model's exact exchange of the point's choice (equal to `exchange_bytes`)."""
     changed_values: int
     proven: bool
     exchange_per_kib: float | None
@@ -47,7 +50,7 @@ class Sweep:
     input_exchange: int
     """The input plan's exact exchange."""
     input_model_exchange: int
-    """The optimiser's proxy at the input's layouts."""
+    """The model's figure of the input: its exact exchange (the model prices the same definition)."""
     points: tuple[SweepPoint, ...]
     complete: bool
     """The front was walked to its least-exchange end (not cut short by --points or a time limit)."""
@@ -91,17 +94,42 @@ def point_exchange(prepared: Prepared, point: FrontPoint) -> int:
 def sweep(plan: Plan, options: OptimizeOptions | None = None, *, max_points: int = 200,
           on_point: Callable[[FrontPoint], None] | None = None, **option_values) -> Sweep:
     """The peak / exchange front of `plan` under its budgets (`options.time_limit` per point; the objective
-    and best effort do not apply). Raises BudgetConflict, explained, when no layout meets the budgets."""
+    and best effort do not apply; `on_point` hears each point with its exact exchange). Raises BudgetConflict,
+    explained, when no layout meets the budgets."""
     started = time.perf_counter()
     options = (options or OptimizeOptions()).with_values(**option_values)
     prepared = prepare(plan, options)
     problem = prepared.problem
-    front, complete = pareto_front(problem, options.solver_settings(), max_points, on_point)
-    if not front and complete:
+    settings = options.solver_settings()
+    walked, complete = pareto_front(problem, settings, max_points)
+    if not walked and complete:
         deadline = time.perf_counter() + options.time_limit
         raise BudgetConflict(explain_run(prepared, proven=True, deadline=deadline), prepared)
+    front = exact_front(prepared, walked, settings, on_point)
     exact = [point_exchange(prepared, point) for point in front]
     input_exchange = plan_exchange(plan, prepared.facts).total
-    return Sweep(options.scope.value, prepared.facts.estimate.raw_peak, input_exchange,
-                 problem.exchange_of(problem.input_choice), sweep_points(front, exact, input_exchange), complete,
-                 time.perf_counter() - started, problem.fingerprint(), prepared)
+    return Sweep(options.scope.value, prepared.facts.estimate.raw_peak, input_exchange, input_exchange,
+                 sweep_points(front, exact, input_exchange), complete, time.perf_counter() - started,
+                 problem.fingerprint(), prepared)
+
+
+def exact_front(prepared: Prepared, walked: list[FrontPoint], settings: SolverSettings,
+                on_point: Callable[[FrontPoint], None] | None = None) -> list[FrontPoint]:
+    """At each peak of the walked front, the least exact exchange (from the walked point's choice, never worse); the
+    points whose exact exchange no smaller peak already beats."""
+    front: list[FrontPoint] = []
+    for point in walked:
+        began = time.perf_counter()
+        exact, found = exact_at(prepared, point.peak, settings)
+        choices = [point.choice] + ([found.choice] if found.peak is not None else [])
+        choice = min(choices, key=lambda c: (exact.exchange_of(c), exact.problem.changed_of(c)))
+        problem = exact.problem
+        best = FrontPoint(choice, problem.usage(choice).peak, exact.exchange_of(choice), problem.changed_of(choice),
+                          point.proven and found.status == SolveStatus.OPTIMAL and choice == found.choice,
+                          point.seconds + time.perf_counter() - began)
+        if front and best.exchange_bytes >= front[-1].exchange_bytes:
+            continue
+        front.append(best)
+        if on_point is not None:
+            on_point(best)
+    return front

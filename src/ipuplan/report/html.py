@@ -233,12 +233,12 @@ def sweep_html(sweep) -> str:
     rows = [(p.peak, p.exchange_bytes, p.exchange_added, "-" if p.exchange_per_kib is None else f"{p.exchange_per_kib:,.0f}",
              p.model_exchange_bytes, p.changed_values) for p in sweep.points]
     return (f"<h2>How much exchange does each KiB of memory cost</h2>\n<p>{len(sweep.points)} Pareto points of scope "
-            f"{html.escape(sweep.scope)}, walked by the optimiser's exchange proxy: the smallest peak with a smaller "
-            f"proxy than the point before, each the least proxy at its peak{'' if sweep.complete else ' (cut short)'}. "
-            "Exchange bytes are the exact exchange of each point's plan (docs/EXCHANGE.md), which need not fall as "
-            f"the proxy does; the input plan sends {sweep.input_exchange:,} B.</p>\n" + _front_svg(sweep.points)
+            f"{html.escape(sweep.scope)}, walked by the exact exchange (docs/EXCHANGE.md, priced pairwise in the "
+            "model): the smallest peak with less exchange than the point before, each the least exchange at its peak"
+            f"{'' if sweep.complete else ' (cut short)'}. Exchange bytes are each point's plan's, computed again from "
+            f"that plan; the input plan sends {sweep.input_exchange:,} B.</p>\n" + _front_svg(sweep.points)
             + _table("front", ("raw peak", "exchange bytes", "exchange added", "exchange per KiB saved",
-                               "model's proxy", "values changed"), rows))
+                               "model's exchange", "values changed"), rows))
 
 
 def _front_svg(points) -> str:

@@ -22,6 +22,7 @@ from ipuplan.facts.elementwise_families import recognise_elementwise
 from ipuplan.facts.estimate import Estimate
 from ipuplan.facts.plan_exchange import PlanExchange
 from ipuplan.facts.plan_facts import PlanFacts
+from ipuplan.model.objective import Objective
 from ipuplan.plan.format import Plan
 from ipuplan.space.levels import attention, elementwise, gemm
 
@@ -73,7 +74,7 @@ def family_units(facts: PlanFacts) -> tuple[FamilyUnit, ...]:
     found = [FamilyUnit(GEMM, kernels(f.steps), f.members) for f in facts.families]
     found += [FamilyUnit(ATTENTION, kernels(f.steps), f.members) for f in facts.attention]
     found += [FamilyUnit(ELEMENTWISE, tuple((k.step, k.operation) for k in f.kernels), f.members)
-              for f in recognise_elementwise(plan, facts.flow) if f.hold is None]
+              for f in facts.elementwise if f.hold is None]
     claimed: set[int] = set()
     units = []
     for unit in found:
@@ -226,9 +227,9 @@ def optimize_table(result) -> Table:
         ("values changed", "", f"{len(result.changes)}"),
         ("exchange bytes added", "", f"{result.exchange_bytes_added:+,}"),
         *_unpriced_row(result),
-        ("model's exchange proxy", f"{result.model_exchange_before:,}", f"{result.model_exchange_after:,}"),
+        *_proxy_row(result),
         ("solver status", "", f"{solved.status.value} for scope {result.options.scope.value}"),
-        _bound_row(solved),
+        *_bound_rows(solved),
         ("free groups / candidates", "", f"{result.free_groups} / {result.candidates}"),
         ("steps in model / total", "", f"{solved.steps_kept} / {solved.steps_total}"),
         ("model variables / constraints", "", f"{solved.variables:,} / {solved.constraints:,}"),
@@ -248,11 +249,20 @@ def _unpriced_row(result) -> list[tuple[str, str, str]]:
     return [("exchange unpriced steps", f"{len(before.unpriced)}", f"{len(after.unpriced)}")]
 
 
-def _bound_row(solved) -> tuple[str, str, str]:
-    """The bound and gap of the objective's first term: the peak, or with `fit` the model's exchange proxy."""
+def _proxy_row(result) -> list[tuple[str, str, str]]:
+    """The optimiser's proxy, where it chose by it (no exact exchange stage ran: best effort, or no fitting plan)."""
+    if result.exact:
+        return []
+    return [("model's exchange proxy", f"{result.model_exchange_before:,}", f"{result.model_exchange_after:,}")]
+
+
+def _bound_rows(solved) -> list[tuple[str, str, str]]:
+    """The bound and gap of the peak (objective `peak`), and of the exchange where the model bounds it."""
+    rows = [] if solved.objective == Objective.FIT else [("bound / gap", "", f"{solved.bound:,} / "
+                                                                            f"{_percent(solved.peak_gap)}")]
     if solved.exchange_bound is not None:
-        return "model exchange bound / gap", "", f"{solved.exchange_bound:,} / {_percent(solved.gap)}"
-    return "bound / gap", "", f"{solved.bound:,} / {_percent(solved.gap)}"
+        rows.append(("exchange bound / gap", "", f"{solved.exchange_bound:,} / {_percent(solved.exchange_gap)}"))
+    return rows
 
 
 def shortfall_lines(result, most: int = 12) -> list[str]:
@@ -385,8 +395,8 @@ def optimize_summary(result, source: str, output: str | None) -> dict:
 
 
 def _exchange_fields(result) -> dict:
-    """The exact exchange of the input and of the written plan (docs/EXCHANGE.md), and apart, under its own name,
-    the optimiser's proxy."""
+    """The exact exchange of the input and of the written plan (docs/EXCHANGE.md), and the model's figures (the same
+    exact exchange where `model_exchange_exact`, else the optimiser's proxy)."""
     return {
         "exchange_bytes_before": result.exchange_before,
         "exchange_bytes_after": result.exchange_after,
@@ -395,16 +405,17 @@ def _exchange_fields(result) -> dict:
         "model_exchange_bytes_before": result.model_exchange_before,
         "model_exchange_bytes_after": result.model_exchange_after,
         "model_exchange_bound": result.solve.exchange_bound,
+        "model_exchange_exact": result.exact,
     }
 
 
 def sweep_table(sweep) -> Table:
-    """The peak / exchange front, smallest peak first: each point's exact exchange, what each KiB of peak saved
-    costs in it, and the optimiser's proxy the front is walked by."""
+    """The peak / exchange front, smallest peak first: each point's exact exchange (its plan's, and the model's by
+    which the front is walked) and what each KiB of peak saved costs in it."""
     end = "to its least-exchange end" if sweep.complete else "cut short (--points or the time limit)"
-    table = Table(title=f"ipuplan sweep ({sweep.scope}): {len(sweep.points)} Pareto points of the model's exchange "
-                        f"proxy, {end}; exchange: each point's plan, exact")
-    for name in ("#", "raw peak", "exchange bytes", "exchange added", "exchange per KiB saved", "model's proxy",
+    table = Table(title=f"ipuplan sweep ({sweep.scope}): {len(sweep.points)} Pareto points of the exact exchange, "
+                        f"{end}")
+    for name in ("#", "raw peak", "exchange bytes", "exchange added", "exchange per KiB saved", "model's exchange",
                  "values changed", "proven"):
         table.add_column(name, justify="right")
     for index, point in enumerate(sweep.points, 1):

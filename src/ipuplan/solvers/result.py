@@ -76,13 +76,20 @@ class SolveResult:
     @property
     def gap(self) -> float | None:
         """Of the objective's first term: the peak, or with `fit` the exchange bytes."""
-        if self.objective == Objective.FIT:
-            if self.peak is None or self.exchange_bound is None or self.exchange_bytes == 0:
-                return None if self.peak is None else 0.0
-            return (self.exchange_bytes - self.exchange_bound) / self.exchange_bytes
+        return self.exchange_gap if self.objective == Objective.FIT else self.peak_gap
+
+    @property
+    def peak_gap(self) -> float | None:
         if self.peak is None or self.peak == 0:
             return None
         return (self.peak - self.bound) / self.peak
+
+    @property
+    def exchange_gap(self) -> float | None:
+        """Of the exchange bytes, where the model bounds them (`exchange_bound`)."""
+        if self.peak is None or self.exchange_bound is None or self.exchange_bytes == 0:
+            return None if self.peak is None else 0.0
+        return (self.exchange_bytes - self.exchange_bound) / self.exchange_bytes
 
 
 def model_size(problem: Problem, variables: int = 0, constraints: int = 0, build_seconds: float = 0.0,

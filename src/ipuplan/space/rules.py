@@ -15,7 +15,6 @@ from math import prod
 import numpy as np
 
 from ipuplan.facts.attention_families import AttentionFamily
-from ipuplan.facts.elementwise_families import recognise_elementwise
 from ipuplan.facts.estimate import aligned_bytes, sizing_key, value_bytes
 from ipuplan.facts.exchange import mapped_exchange_bytes
 from ipuplan.facts.gemm_families import DerivedSplit, KernelFamily, placed_sum_scratch, sum_scratch_interleaved
@@ -57,7 +56,7 @@ def context_of(facts: PlanFacts) -> Context:
         for value_id in ambiguity.suspects:
             first.setdefault(value_id, index)
     unshown: dict[int, set[int]] = defaultdict(set)
-    for family in recognise_elementwise(plan, facts.flow):
+    for family in facts.elementwise:
         for kernel in family.kernels:
             for value_id in kernel.possible:
                 unshown[value_id].add(kernel.step)

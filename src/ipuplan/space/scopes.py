@@ -58,29 +58,48 @@ Promote = Callable[[Context, LayoutGroup, tuple], tuple[Candidate, ...]]
 class Level:
     """A freedom level: its name (unique; `keep_classes` leaves out the one named `CLASSES`), its function, the
     scopes that run it, and, for a level that caps its groups' choices, the kind of those groups and its `promote`
-    (so that the whole-scope bound can make the left-out choices candidates)."""
+    (so that the whole-scope bound can make the left-out choices candidates), and what it frees, in words (the
+    `--scope` help is made of them)."""
 
     name: str
     decide: LevelFunction
     scopes: tuple[Scope, ...]
     kind: str = ""
     promote: Promote | None = None
+    frees: str = ""
 
 
 CLASSES = "classes"
 """The level `keep_classes` leaves out."""
 
 LEVELS: tuple[Level, ...] = (
-    Level("kernels", kernel_level, (Scope.KERNELS, Scope.FULL), gemm.KIND, gemm.promote),
-    Level("attention", attention_level, (Scope.KERNELS, Scope.FULL), attention.KIND, attention.promote),
-    Level("elementwise", elementwise_level, (Scope.FULL,), elementwise.KIND, elementwise.promote),
-    Level(CLASSES, class_level, (Scope.FULL,)),
-    Level("storage", storage_level, tuple(Scope)),
+    Level("kernels", kernel_level, (Scope.KERNELS, Scope.FULL), gemm.KIND, gemm.promote, "Gemm families"),
+    Level("attention", attention_level, (Scope.KERNELS, Scope.FULL), attention.KIND, attention.promote,
+          "attention products"),
+    Level("elementwise", elementwise_level, (Scope.FULL,), elementwise.KIND, elementwise.promote,
+          "element-wise families"),
+    Level(CLASSES, class_level, (Scope.FULL,), frees="memory classes"),
+    Level("storage", storage_level, tuple(Scope), frees="any layout of a storage value"),
 )
 """Every freedom level once, in the order a scope runs them: a level decides before the ones below it,
 and a level that decides about every group it is given (storage) comes last in its scopes. Each scope is
 exactly its levels of REPLAN.md: `storage` = level 1 (with its full re-tiling), `kernels` = levels 1-2 (Gemm
 families and attention products), `full` = every level."""
+
+
+def scopes_in_words() -> str:
+    """Each scope and what it frees beyond the scope before it, from `LEVELS`.
+
+    >>> for said in scopes_in_words().split(" or "): print(said)
+    storage (any layout of a storage value), kernels (storage + Gemm families, attention products)
+    full (kernels + element-wise families, memory classes)
+    """
+    said, before = [], None
+    for scope in Scope:
+        new = [level.frees for level in levels_of(scope) if before is None or before not in level.scopes]
+        said.append(f"{scope.value} ({'' if before is None else before.value + ' + '}{', '.join(new)})")
+        before = scope
+    return ", ".join(said[:-1]) + " or " + said[-1]
 
 
 def levels_of(scope: Scope, keep_classes: bool = False) -> tuple[Level, ...]:

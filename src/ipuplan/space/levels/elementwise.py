@@ -28,7 +28,6 @@ from ipuplan.facts.elementwise_families import (
     ElementwiseFamily,
     Role,
     axis_blocks,
-    recognise_elementwise,
 )
 from ipuplan.facts.estimate import value_bytes
 from ipuplan.facts.plan_facts import PlanFacts
@@ -256,7 +255,7 @@ def family_group(context: rules.Context, family: ElementwiseFamily,
 def promote(context: rules.Context, members: rules.LayoutGroup, splits) -> tuple[Candidate, ...]:
     """The candidates of the family whose free group is `members` under `splits` (some of its left-out choices)."""
     group_of = {m: group for group in context.groups for m in group}
-    family = next(f for f in recognise_elementwise(context.facts.plan, context.facts.flow) if f.members[0] in members)
+    family = next(f for f in context.facts.elementwise if f.members[0] in members)
     parts = _parts(context, family, group_of)
     if parts is None:
         return ()
@@ -267,7 +266,7 @@ def elementwise_level(context: rules.Context, groups: tuple[rules.LayoutGroup, .
     """Every element-wise family whose groups are all unclaimed and that may change: one free group each."""
     group_of = {m: group for group in groups for m in group}
     free = []
-    for family in recognise_elementwise(context.facts.plan, context.facts.flow):
+    for family in context.facts.elementwise:
         if all(m in group_of for m in family.members):
             group = family_group(context, family, group_of)
             if group is not None:

@@ -28,6 +28,7 @@ from ipuplan import load_plan
 from ipuplan.facts.estimate import estimate
 from ipuplan.facts.plan_facts import plan_facts
 from ipuplan.model.build import problem_of
+from ipuplan.model.exact import exact_problem
 from ipuplan.plan.layout import format_layout
 from ipuplan.solvers.greedy import greedy_choice
 from ipuplan.space.scopes import candidate_space
@@ -81,7 +82,9 @@ def row(plan_path: Path, repeat: int, scope: str) -> dict:
         "status": summary["status"],
         "gap": f"{summary['gap']:.2%}",
         "values changed": summary["values_changed"],
-        "changes not needed": len(unneeded_changes(problem, chosen)),
+        "exchange": summary["exchange_bytes_after"],
+        "exchange bound": summary["model_exchange_bound"],
+        "changes not needed": len(unneeded_changes(exact_problem(facts, space, problem).problem, chosen)),
         "build s": summary["build_seconds"],
         "solve s": summary["solve_seconds"],
         "first sol s": summary["first_solution_seconds"],

@@ -348,8 +348,9 @@ def exact_at(prepared: Prepared, cap: int | None, settings: SolverSettings,
         priced = replace(exact.problem, limits=(*problem.limits, Limit("peak found", 1, 1, cap)), left_out=())
         priced.__dict__["table"] = problem.table
         exact = ExactProblem(priced, exact.constant)
-    found = solve(exact.problem, replace(settings, objective=Objective.FIT, dump_model=None), prepared.options.solver,
-                  progress)
+    # presolve off: on the reference plan it took 0.54 of the solve's 0.68 s and found the same optimum (0.14 s)
+    found = solve(exact.problem, replace(settings, objective=Objective.FIT, dump_model=None, presolve=False),
+                  prepared.options.solver, progress)
     return exact, found
 
 

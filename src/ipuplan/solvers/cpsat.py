@@ -221,7 +221,7 @@ sum of minima in 60 s; 8 on the same 2 cores proved the optimum in 40 s)."""
 def _solver(settings: SolverSettings, seconds: float, large: bool = False, paired: bool = False) -> cp_model.CpSolver:
     solver = cp_model.CpSolver()
     solver.parameters.random_seed = settings.seed
-    solver.parameters.cp_model_presolve = not large
+    solver.parameters.cp_model_presolve = settings.presolve and not large
     if paired:  # probing the pair booleans took 11 of presolve's 18 s on IOPDDL B, and found nothing the search needs
         solver.parameters.cp_model_probing_level = 0
     if settings.deterministic:

@@ -34,6 +34,8 @@ class SolverSettings:
     dump_model: str | None = None
     """Write the phase-1 model (CP-SAT text proto) here, for debugging."""
     objective: Objective = Objective.PEAK
+    presolve: bool = True
+    """CP-SAT's presolve (off: a small model whose search is cheaper than its presolve, as the exact exchange's)."""
 
 
 @dataclass(frozen=True)

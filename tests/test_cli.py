@@ -8,7 +8,10 @@ import pytest
 from reference import REFERENCE
 from typer.testing import CliRunner
 
+from ipuplan import load_plan
 from ipuplan.cli import app
+from ipuplan.facts.dataflow import dataflow
+from ipuplan.report.text import graph_lines
 
 runner = CliRunner()
 
@@ -44,7 +47,11 @@ def test_show_lists_peak_and_contributors():
 def test_graph_prints_every_step():
     result = runner.invoke(app, ["graph", str(REFERENCE)])
     assert result.exit_code == 0
-    lines = result.stdout.splitlines()
+    plan = load_plan(REFERENCE)
+    lines = list(graph_lines(plan, dataflow(plan)))
+    # off a terminal each line is folded within 80 columns, no word lost or cut (issue 21)
+    assert max(map(len, result.stdout.splitlines())) <= 80 < max(map(len, lines))
+    assert result.stdout.split() == " ".join(lines).split()
     assert lines[11].split()[-3:] == ["51", "->", "136"]
     assert sum(1 for line in lines if line.startswith("ambiguous:")) == 0
     assert lines[27].split()[-3:] == ["144", "->", "145"]  # a copy that crops padded key columns

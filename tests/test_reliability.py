@@ -157,7 +157,7 @@ def test_a_sweep_without_a_point_says_so(plan, monkeypatch):
     monkeypatch.setattr(sweep_module, "sweep", no_point)
     code, stdout, stderr = run("sweep", str(plan), "--json", "--points", "1", "--workers", "1")
     assert code == 3 and "no point of the front was found within --time-limit" in error_line(stderr)
-    assert json.loads(stdout)["status"] == "infeasible"
+    assert json.loads(stdout)["status"] == "no_solution"  # a time limit, not a proof
 
 
 def test_an_internal_error_in_one_plan_is_its_row(plan, tmp_path, monkeypatch):
@@ -337,7 +337,8 @@ def test_tables_keep_to_80_columns_off_a_terminal(tmp_path):
     folder.mkdir()
     shutil.copy(REFERENCE, folder / "vit-so400m-finalist-5-with-a-long-name.json")
     outputs = [run("show", str(REFERENCE))[1], run("explore", str(folder), "-o", str(tmp_path / "out"))[1],
-               run("optimize", str(REFERENCE), "-o", str(tmp_path / "o.json"), "--workers", "1")[1]]
+               run("optimize", str(REFERENCE), "-o", str(tmp_path / "o.json"), "--workers", "1")[1],
+               run("sweep", str(REFERENCE), "--workers", "1", "--points", "2")[1], run("graph", str(REFERENCE))[1]]
     for stdout in outputs:
         table = stdout.split("\nleft alone")[0].split("\n1 plans in")[0]  # the table, not the lines after it
         assert max(map(len, table.splitlines())) <= 80, table

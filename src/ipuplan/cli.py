@@ -67,6 +67,7 @@ import _thread
 import functools
 import inspect
 import json
+import textwrap
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -80,7 +81,7 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
-from ipuplan.errors import InfeasibleBudget, IpuplanError, OutputError, PlanError
+from ipuplan.errors import InfeasibleBudget, IpuplanError, NoSolutionInTime, OutputError, PlanError
 from ipuplan.facts.check import check
 from ipuplan.facts.dataflow import dataflow
 from ipuplan.facts.estimate import estimate
@@ -369,7 +370,7 @@ def one_line_errors(command):
                 error = error.at(source=" / ".join(str(kwargs[k]) for k in ("plan_path", "old", "new") if k in kwargs))
             explanation = getattr(error, "explanation", None)
             extra = {} if explanation is None else {"explanation": explanation.summary()}
-            RUN.fail(f"error: {error}{_also_written(error)}", "infeasible" if error.exit_code == 3 else "error", **extra)
+            RUN.fail(f"error: {error}{_also_written(error)}", getattr(error, "status", "error"), **extra)
             raise typer.Exit(error.exit_code) from None
         except KeyboardInterrupt:
             raise typer.Exit(RUN.interrupted(signal.SIGINT)) from None
@@ -420,8 +421,9 @@ class _Progress:
         self.line(f"  {phase:<8} objective {objective:>14,}  bound {bound:>14,}  gap {gap:6.2%}  {elapsed:7.2f} s")
 
     def _tick(self) -> None:
-        while not self.stopped.wait(TICK / 4):
-            if time.perf_counter() - self.last >= TICK:
+        # looked at every TICK / 8, said after TICK - TICK / 8 of silence: no gap passes TICK
+        while not self.stopped.wait(TICK / 8):
+            if time.perf_counter() - self.last >= TICK - TICK / 8:
                 self.line(f"  {self.name:<10} still running  ({time.perf_counter() - self.started:.2f} s)")
 
     @contextmanager
@@ -484,7 +486,22 @@ def graph_command(plan_path: PlanPath) -> None:
         plan = load_plan(plan_path)
         lines = graph_lines(plan, dataflow(plan))
     for line in lines:
-        typer.echo(line)
+        typer.echo(line if stdout.is_terminal else _folded(line))
+
+
+def _folded(line: str, width: int = 80) -> str:
+    """A listing's line within `width` columns off a terminal: cut at spaces, the rest indented under it.
+
+    >>> print(_folded("    61  src 24   Repeat 2 boundary  45 -> 97  [released 4, 5, 6, 7, 8, 9, 10]", 40))
+        61  src 24   Repeat 2 boundary  45
+          -> 97  [released 4, 5, 6, 7, 8, 9,
+          10]
+    """
+    if len(line) <= width:
+        return line
+    indent = " " * (len(line) - len(line.lstrip()) + 2)
+    return textwrap.fill(line, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False,
+                         drop_whitespace=True, replace_whitespace=False)
 
 
 ReportFile = Annotated[Path | None, typer.Option(
@@ -686,7 +703,7 @@ def sweep_command(
         except PlanError as error:
             raise error.at(source=str(plan_path)) from None
         if not front.points:
-            raise InfeasibleBudget(f"no point of the front was found within --time-limit {options.time_limit:g} s "
+            raise NoSolutionInTime(f"no point of the front was found within --time-limit {options.time_limit:g} s "
                                    "(a time limit, not a proof: a longer one, or ipuplan optimize, may find one)")
         if report is not None:
             write_output(report, render_html(front.prepared.facts, front.prepared.space, sections=(sweep_html(front),)))

@@ -45,6 +45,13 @@ class InfeasibleBudget(IpuplanError):
     """No layout choice meets the budgets; the message names the budget and step."""
 
     exit_code = 3
+    status = "infeasible"
+
+
+class NoSolutionInTime(InfeasibleBudget):
+    """Nothing that meets the budgets was found within the time limit: not a proof that nothing does (exit 3)."""
+
+    status = "no_solution"
 
 
 class BudgetError(PlanError, ValueError):

@@ -412,9 +412,8 @@ def _exchange_fields(result) -> dict:
 def sweep_table(sweep) -> Table:
     """The peak / exchange front, smallest peak first: each point's exact exchange (its plan's, and the model's by
     which the front is walked) and what each KiB of peak saved costs in it."""
-    end = "to its least-exchange end" if sweep.complete else "cut short (--points or the time limit)"
-    table = Table(title=f"ipuplan sweep ({sweep.scope}): {len(sweep.points)} Pareto points of the exact exchange, "
-                        f"{end}")
+    end = "to the least exchange" if sweep.complete else "cut short (--points or time)"
+    table = Table(title=f"ipuplan sweep ({sweep.scope}): {len(sweep.points)} points, {end}")
     for name in ("#", "raw peak", "exchange bytes", "exchange added", "exchange per KiB saved", "model's exchange",
                  "values changed", "proven"):
         table.add_column(name, justify="right")

@@ -120,9 +120,11 @@ def solve_soft(problem: Problem, settings: SolverSettings, progress: Progress | 
 
 
 def pareto_front(problem: Problem, settings: SolverSettings, max_points: int,
-                 on_point: Callable[[FrontPoint], None] | None = None) -> tuple[list[FrontPoint], bool]:
-    """The peak / exchange trade-off from the smallest peak on, and whether it was walked to its end (CP-SAT)."""
-    return import_module("ipuplan.solvers.cpsat").pareto_front(problem, settings, max_points, on_point)
+                 on_point: Callable[[FrontPoint], None] | None = None,
+                 first: FrontPoint | None = None) -> tuple[list[FrontPoint], bool]:
+    """The peak / exchange trade-off from the smallest peak on (from `first`, when solved already), and whether it
+    was walked to its end (CP-SAT)."""
+    return import_module("ipuplan.solvers.cpsat").pareto_front(problem, settings, max_points, on_point, first)
 
 
 __all__ = ["BACKENDS", "Backend", "FrontPoint", "Progress", "SolveFunction", "SolveResult", "SolveStatus",

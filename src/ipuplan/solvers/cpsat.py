@@ -595,17 +595,22 @@ def _neighbourhoods(problem: Problem, settings: SolverSettings, progress: Progre
 
 
 def pareto_front(problem: Problem, settings: SolverSettings, max_points: int,
-                 on_point: Callable[[FrontPoint], None] | None = None) -> tuple[list[FrontPoint], bool]:
+                 on_point: Callable[[FrontPoint], None] | None = None,
+                 first: FrontPoint | None = None) -> tuple[list[FrontPoint], bool]:
     """The peak / exchange front from the smallest peak on (epsilon-constraint): each point minimises the
     peak with exchange below the previous point's, then the exchange at that peak; each solve starts
     from the previous point's layouts, over the problem after the exact pairwise reductions (the exchange counts
-    every edge). Returns (points, whether the front was walked to its end)."""
+    every edge). `first`: the front's first point, already solved (the optimiser's own solve, whose start and
+    window bounds find it where a plain model may not). Returns (points, whether the front was walked to its end)."""
     reduced = pairwise(problem)
     if reduced.infeasible:
         return [], True
     solved = reduced.problem
     points: list[FrontPoint] = []
     hint = solved.input_choice
+    if first is not None:
+        points.append(first)
+        hint = reduced.lowered(first.choice) or hint
     while len(points) < max_points:
         started = time.perf_counter()
         choices = build_model(solved)

@@ -46,6 +46,16 @@ class Reduced:
         """A choice of the reduced problem as indices of the original candidates."""
         return tuple(int(kept[c]) for kept, c in zip(self.kept, choice))
 
+    def lowered(self, choice: tuple[int, ...]) -> tuple[int, ...] | None:
+        """A choice of the original candidates as indices of the kept ones; None when one of them was dropped."""
+        found = []
+        for kept, c in zip(self.kept, choice):
+            at = np.flatnonzero(kept == c)
+            if not len(at):
+                return None
+            found.append(int(at[0]))
+        return tuple(found)
+
     def then(self, second: Reduced) -> Reduced:
         """This reduction followed by `second` (a reduction of this one's problem)."""
         return Reduced(second.problem, tuple(first[kept] for first, kept in zip(self.kept, second.kept)), self.before,

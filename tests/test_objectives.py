@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 from importlib.util import find_spec
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -356,3 +357,20 @@ def test_ten_thousand_values_are_explained_without_reading_a_missing_answer(refe
     assert explanation.minimal and [(s.budget, s.needs) for s in explanation.steps] == [
         ("total budget less support reserve", 194_160)]
     assert all(s.needs <= 10 * 194_160 for s in explanation.steps)
+
+
+def test_the_readmes_why_it_cannot_fit_example_is_what_the_command_prints(tmp_path):
+    """Issue 21, item 15: the README's example is run as written (its output file and report in a temporary folder)
+    and each line it shows begins a line of the real stderr (the text up to its `...`)."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    block = readme.split("**Why it cannot fit.**", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0].splitlines()
+    command, shown = block[0].split(), [line.removeprefix("# ") for line in block[1:]]
+    assert command[:2] == [".venv/bin/ipuplan", "optimize"] and len(shown) >= 5
+    root = Path(__file__).resolve().parent.parent
+    args = [str(tmp_path / a) if a in ("out.json", "why.html") else str(root / a) if a.startswith("models/") else a
+            for a in command[2:]]
+    result = runner.invoke(app, ["optimize", *args])
+    assert result.exit_code == 3 and (tmp_path / "why.html").exists() and not (tmp_path / "out.json").exists()
+    printed = result.stderr.splitlines()
+    for line in shown:
+        assert any(p.startswith(line.split("...")[0].rstrip(" ,(")) for p in printed), line

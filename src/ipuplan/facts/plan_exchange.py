@@ -19,20 +19,25 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from math import prod
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from ipuplan.errors import SyntaxProblem
-from ipuplan.facts.dataflow import dataflow
+from ipuplan.facts.dataflow import Dataflow, dataflow
 from ipuplan.facts.exchange import Placement, _per_distance, placement
 from ipuplan.plan.debug_syntax import Call, Struct, as_int, as_name
 from ipuplan.plan.layout import Axis, Layout
 from ipuplan.plan.operation import Operation
 
 if TYPE_CHECKING:
-    from ipuplan.facts.plan_facts import PlanFacts
     from ipuplan.plan.format import Plan
+
+
+class WithFlow(Protocol):
+    """What `plan_exchange` reads of a plan's facts (a `PlanFacts`, which itself reads this module's families)."""
+
+    flow: Dataflow
 
 MOVER = "mover"
 REDUCTION = "reduction"
@@ -92,7 +97,7 @@ class PlanExchange:
         return sum(s.bytes * plan.steps[s.step].execution_count for s in self.steps)
 
 
-def plan_exchange(plan: Plan, facts: PlanFacts | None = None) -> PlanExchange:
+def plan_exchange(plan: Plan, facts: WithFlow | None = None) -> PlanExchange:
     """Bytes `plan`'s steps send between tiles, per mover and reduction step (`facts`: the plan's, if at hand)."""
     flow = facts.flow if facts is not None else dataflow(plan)
     priced: list[StepExchange] = []

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -28,6 +29,19 @@ def default_workers() -> int:
     return max(1, min(8, os.cpu_count() or 1))
 
 
+class ExactExchange(str, Enum):
+    """Whether `optimize` prices the exact exchange after the peak (`pipeline.priced_exactly`)."""
+
+    AUTO = "auto"
+    ALWAYS = "always"
+    NEVER = "never"
+
+
+EXACT_AUTO_CANDIDATES = 20_000
+"""The most candidates (that can meet the peak) `auto` prices pairwise: the reference plan has 827, a 10,032-value
+plan about 40,000, whose pricing and solve would take 12 s of a 36 s run (issue 20's targets)."""
+
+
 class OptimizeOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=False)
 
@@ -37,8 +51,9 @@ class OptimizeOptions(BaseModel):
     )
     solver: Annotated[Backend, Field(description="Solver backend (highs needs ipuplan[highs]).")] = Backend.CPSAT
     time_limit: Annotated[
-        float, Field(ge=0.1, le=86400.0, description="Seconds for the run after preparing it: the solve and, when the budgets cannot be met, "
-                                  "the explanation and best effort share them (deterministic units with --workers 1).")
+        float, Field(ge=0.1, le=86400.0, description="Seconds for the whole run: its preparation, the solve, the exact exchange and, when "
+                                  "the budgets cannot be met, the explanation and best effort share them (the solves "
+                                  "in deterministic units with --workers 1).")
     ] = 10.0
     workers: Annotated[
         int | None, Field(ge=1, le=256, description="Solver workers; 1 = deterministic, same bytes every run.")
@@ -53,6 +68,10 @@ class OptimizeOptions(BaseModel):
     ] = None
     objective: Annotated[Objective, Field(
         description="peak: the smallest peak; fit: meet the budgets with the least exchange (docs/EXCHANGE.md).")] = Objective.PEAK
+    exact_exchange: Annotated[ExactExchange, Field(
+        description="After the peak, minimise the plan's exact exchange, every pair of candidates priced: auto (when "
+                    f"at most {EXACT_AUTO_CANDIDATES:,} candidates can meet the peak), always, or never (the "
+                    "optimiser's proxy only).")] = ExactExchange.AUTO
     best_effort: Annotated[bool, Field(
         description="When the budgets cannot be met, still write the plan with the least excess (exit 3).")] = False
     keep_classes: Annotated[bool, Field(

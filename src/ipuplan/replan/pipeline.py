@@ -4,7 +4,7 @@ The pipeline, each stage run once: `prepare` (facts: liveness, dataflow, estimat
 candidate space -> problem) -> solver backend -> rewrite (re-checked). `sweep`, `explore` and the report
 read the same prepared run. When no layout meets the budgets: the explanation (a minimal conflict,
 `explain`), raised, or with `best_effort` the plan of least excess over the budgets, written with
-`fits_budget: false`. `time_limit` bounds the solve, the explanation and the best effort together.
+`fits_budget: false`. `time_limit` bounds the whole run: preparation, solve, exact exchange, explanation, best effort.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from ipuplan.model.problem import Problem, alive_within, solution_fingerprint
 from ipuplan.plan.budgets import Budgets, Limit, excess
 from ipuplan.plan.format import Plan
 from ipuplan.replan.explain import Explanation, explain
-from ipuplan.replan.options import OptimizeOptions
+from ipuplan.replan.options import EXACT_AUTO_CANDIDATES, ExactExchange, OptimizeOptions
 from ipuplan.replan.pins import Pins, resolve_pins
 from ipuplan.replan.rewrite import rewrite, with_budgets, with_derived_fields
 from ipuplan.solvers import Progress, SolveResult, SolverSettings, SolveStatus, solve, solve_soft, solve_space
@@ -281,20 +281,25 @@ def optimize(
     >>> result.before.raw_peak, result.after.raw_peak, result.status.value
     (367216, 136712, 'optimal')
     """
+    started = time.perf_counter()
     options = (options or OptimizeOptions()).with_values(**option_values)
     phase = on_phase or _silent
-    return solve_prepared(prepare(plan, options, phase), progress, phase, dump_model)
+    return solve_prepared(prepare(plan, options, phase), progress, phase, dump_model, started)
 
 
 def solve_prepared(prepared: Prepared, progress: Progress | None = None, on_phase: Phase = _silent,
-                   dump_model: str | None = None) -> OptimizeResult:
-    """The back half of `optimize`: solve, and when the budgets cannot be met explain (and with best effort
-    solve soft budgets), all by one deadline `time_limit` after the solve starts; then rewrite."""
+                   dump_model: str | None = None, started: float | None = None) -> OptimizeResult:
+    """The back half of `optimize`: solve, price the exact exchange, and when the budgets cannot be met explain (and
+    with best effort solve soft budgets), all by one deadline `time_limit` after `started` (the run's start, so
+    that its preparation counts too; default: now); then rewrite. With one worker the solves' limits are CP-SAT's
+    deterministic units, the same on every machine, so that the bytes written do not hang on its speed."""
     options, problem = prepared.options, prepared.problem
     on_phase("solve", f"{options.solver.value}: {problem.groups:,} free groups, {sum(problem.candidate_counts):,} "
                       f"candidates, {len(problem.rows):,} of {problem.steps_total:,} steps, {options.time_limit:g} s limit")
-    deadline = time.perf_counter() + options.time_limit
+    deadline = (time.perf_counter() if started is None else started) + options.time_limit
     settings = options.solver_settings(dump_model)
+    if not settings.deterministic:
+        settings = replace(settings, time_limit=max(deadline - time.perf_counter(), 0.1))
     # a cap on a family's splits: the splits it left out that may beat the peak are solved again (issue 19)
     solved_space, solved = solve_space(Widening(prepared.facts, prepared.space, problem), settings, options.solver,
                                        progress)
@@ -324,26 +329,35 @@ def priced_exactly(prepared: Prepared, solved: SolveResult, settings: SolverSett
     others priced (`model.exact`), solved, and never worse than `solved`'s choice by the same figures. The peak's
     status and bound stay `solved`'s; with `fit` the status is the exact exchange's. (None, `solved`) when `solved`
     has no choice that fits."""
-    problem, objective = prepared.problem, prepared.options.objective
-    if solved.peak is None or solved.status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE) or problem.usage(
-            solved.choice).violation(problem.limits):
+    problem, objective, wanted = prepared.problem, prepared.options.objective, prepared.options.exact_exchange
+    if wanted == ExactExchange.NEVER or solved.peak is None or solved.status not in (
+            SolveStatus.OPTIMAL, SolveStatus.FEASIBLE) or problem.usage(solved.choice).violation(problem.limits):
         return None, solved
-    on_phase("exact exchange", "every pair of candidates that can meet the budgets"
-             + (f" at peak {solved.peak:,}" if objective == Objective.PEAK else "") + " priced")
-    seconds = settings.time_limit * EXACT_SHARE if settings.deterministic else max(
-        deadline - time.perf_counter(), settings.time_limit * (1 - EXACT_SHARE))
-    exact, found = exact_at(prepared, solved.peak if objective == Objective.PEAK else None,
-                            replace(settings, time_limit=seconds), progress)
+    cap = solved.peak if objective == Objective.PEAK else None
+    alive = alive_within(problem, cap)
+    count = int(sum(mask.sum() for mask in alive))
+    if wanted == ExactExchange.AUTO and count > EXACT_AUTO_CANDIDATES:
+        on_phase("exact exchange", f"left out: {count:,} candidates can meet the budgets"
+                 + (f" at peak {cap:,}" if cap else "") + f", more than {EXACT_AUTO_CANDIDATES:,} (--exact-exchange "
+                 "always prices them); the exchange is the optimiser's proxy")
+        return None, solved
+    on_phase("exact exchange", f"every pair of the {count:,} candidates that can meet the budgets"
+             + (f" at peak {cap:,}" if cap else "") + " priced")
+    # the time left by the deadline (the choice found is kept when it is short); one worker: a fixed share, so that
+    # the bytes written do not hang on how long the first solve took
+    seconds = settings.time_limit * EXACT_SHARE if settings.deterministic else max(deadline - time.perf_counter(), 0.1)
+    exact, found = exact_at(prepared, cap, replace(settings, time_limit=seconds), progress, alive)
     return exact, _exact_result(exact, solved, found, objective)
 
 
-def exact_at(prepared: Prepared, cap: int | None, settings: SolverSettings,
-             progress: Progress | None = None) -> tuple[ExactProblem, SolveResult]:
+def exact_at(prepared: Prepared, cap: int | None, settings: SolverSettings, progress: Progress | None = None,
+             alive: list | None = None) -> tuple[ExactProblem, SolveResult]:
     """The least exact exchange, then the fewest changed values, of the choices that meet the budgets with a peak of
-    at most `cap` (None: any peak), over the run's candidates (`fit`'s whole-scope bound with `cap` None); the
-    problem it priced, and the solve."""
+    at most `cap` (None: any peak), over the run's candidates (`fit`'s whole-scope bound with `cap` None; `alive`:
+    `alive_within(problem, cap)` when known); the problem it priced, and the solve."""
     problem = prepared.problem
-    exact = exact_problem(prepared.facts, prepared.space, problem, alive_within(problem, cap))
+    alive = alive if alive is not None else alive_within(problem, cap)
+    exact = exact_problem(prepared.facts, prepared.space, problem, alive)
     if cap is not None:  # at a peak already found: no left-out choice (the peak's own proof is done)
         priced = replace(exact.problem, limits=(*problem.limits, Limit("peak found", 1, 1, cap)), left_out=())
         priced.__dict__["table"] = problem.table

@@ -1,7 +1,7 @@
 """The reliability battery of issue 21: the cases the issue found, each run as the program (a fresh process, as a
 user runs it), and SIGINT / SIGTERM sent at many moments of every command.
 
-Run:  .venv/bin/python benchmarks/battery.py [--quick]
+Run:  .venv/bin/python benchmarks/battery.py [--quick] [--only TEXT]
 
 Each run is judged by what a user would see, and the counts that must be 0 are printed last: tracebacks, exit
 codes 70, exit codes the case does not allow, inputs changed, partial files (a temporary left, or an output that
@@ -280,7 +280,28 @@ def path_cases() -> list[Case]:
     ]
 
 
-def write_cases() -> list[Case]:
+def report_sizes(work: Path) -> tuple[int, int]:
+    """The sizes of the page and the PNG of `report p.json -o r.html --png t.png`, from a run that succeeds (in a
+    copy of the work folder)."""
+    with tempfile.TemporaryDirectory(dir=work.parent) as name:
+        folder = Path(name)
+        shutil.copy(work / "p.json", folder / "p.json")
+        subprocess.run([*IPUPLAN, "report", "p.json", "-o", "r.html", "--png", "t.png"], cwd=folder, check=True,
+                       capture_output=True)
+        return (folder / "r.html").stat().st_size, (folder / "t.png").stat().st_size
+
+
+def png_limit(work: Path) -> int:
+    """A file size limit the page fits under and the PNG does not (halfway between the two), so that the write that
+    fails is the PNG's, after the page was written whole."""
+    page, png = report_sizes(work)
+    if png < page + 8192:
+        raise SystemExit(f"battery: the PNG ({png:,} bytes) is not larger than the page ({page:,} bytes) by enough "
+                         "for a size limit between them: 'ulimit: the png' needs another setup")
+    return (page + png) // 2
+
+
+def write_cases(work: Path) -> list[Case]:
     """Item 3: a write that fails is exit 2 naming the file; the outputs before it are whole, nothing partial."""
     optimize = ["optimize", "p.json", "-o", "o.json", "--workers", "1", "--json"]
     return [
@@ -288,7 +309,8 @@ def write_cases() -> list[Case]:
         Case("ulimit: the dump", [*optimize, "--dump-model", "m.pbtxt"], {2}, outputs=("o.json", "m.pbtxt"),
              limit=60_000, words=("m.pbtxt: cannot write",)),
         Case("ulimit: the png", ["report", "p.json", "-o", "r.html", "--png", "t.png"], {2},
-             outputs=("r.html", "t.png"), limit=20_000, words=("t.png: cannot write",)),
+             outputs=("r.html", "t.png"), limit=png_limit(work),
+             words=("t.png: cannot write", "r.html written before")),
         Case("ulimit: explore", ["explore", "plans", "-o", "out", "--json", "--workers", "1"], {4}, outputs=("out",),
              limit=100_000),
         Case("disk full: the plan", ["optimize", "p.json", "-o", "full/o.json", "--json"], {2}, outputs=("full",),
@@ -356,24 +378,29 @@ def python_start_window(work: Path, tries: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer commands per bad plan and fewer moments")
+    parser.add_argument("--only", metavar="TEXT", help="only the cases whose name holds TEXT (and no measure of "
+                                                       "Python's start)")
     arguments = parser.parse_args()
+    chosen = (lambda case: arguments.only in case.name) if arguments.only else (lambda case: True)
     tally, started = Tally(), time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ipuplan-battery-") as name:
         work = Path(name) / "work"
         prepare(work)
         mount = can_mount()
-        for case in [*bad_input_cases(arguments.quick), *path_cases(), *write_cases(), *other_cases()]:
+        for case in [*bad_input_cases(arguments.quick), *path_cases(), *write_cases(work), *other_cases()]:
+            if not chosen(case):
+                continue
             if case.disk is not None and not mount:
                 print(f"skipped   {case.name}: cannot mount a tmpfs here (needs root)")
                 continue
             print(run_case(case, work, tally), flush=True)
         moments = (0.3, 1.5) if arguments.quick else (0.1, 0.3, 0.7, 1.5, 3.0, 6.0)
-        for case in signal_cases():
+        for case in filter(chosen, signal_cases()):
             for signum, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
                 case.allowed = {0, code}
                 for moment in moments:
                     print(run_case(case, work, tally, moment, signum), flush=True)
-        window = python_start_window(work, 20 if arguments.quick else 40)
+        window = "not measured (--only)" if arguments.only else python_start_window(work, 20 if arguments.quick else 40)
     print(f"\n{tally.counts['runs']} runs in {time.perf_counter() - started:.0f} s")
     for what in COUNTS[1:]:
         print(f"  {what:<26} {tally.counts[what]}")

@@ -15,14 +15,18 @@ import ctypes
 import hashlib
 import io
 import json
+import logging
+import multiprocessing
 import os
 import signal
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field, replace
+from multiprocessing.connection import Connection
+from multiprocessing.connection import wait as wait_for_ready
 from pathlib import Path
 
 from ipuplan.errors import InfeasibleBudget, IpuplanError, PlanError
@@ -39,7 +43,10 @@ SUCCESS = frozenset({"optimal", "feasible", "unchanged"})
 POLL = 0.2
 """Seconds between two looks at the running plans: an interrupt is acted on within this."""
 RAY_CONNECT_SECONDS = 10.0
-"""How long a Ray cluster address may take to answer before the batch gives up (Ray itself retries forever)."""
+"""How long a Ray cluster address may take to accept a connection and answer it as Ray does (a gRPC server) before
+the batch gives up (Ray itself retries for ever on some addresses, for minutes on others)."""
+RAY_INIT_SECONDS = 15.0
+"""How long Ray may then take to connect to the cluster there before the batch gives up."""
 
 
 class ExecutorMissing(IpuplanError):
@@ -223,29 +230,104 @@ def _run_local(todo: list[Path], out_dir: Path, options: OptimizeOptions, jobs: 
             rows.append(explore_one(str(path), str(out_dir), options))
             on_row(rows[-1])
         return rows
-    pool = ProcessPoolExecutor(max_workers=jobs, initializer=worker_started, initargs=(os.getpid(),))
+    return _run_processes(todo, out_dir, options, jobs, on_row)
+
+
+@dataclass
+class _Worker:
+    """One plan's own process, and the end of the pipe its row comes back on."""
+
+    path: Path
+    process: multiprocessing.process.BaseProcess
+    reader: Connection
+
+    def row(self, options: OptimizeOptions) -> ExploreRow:
+        """The row it sent, or (it died first) a row that says how it died; the process is ended either way."""
+        row = why = None
+        try:
+            if self.reader.poll():
+                row = self.reader.recv()
+        except (EOFError, OSError):
+            pass  # it died before it sent a row (or while sending it)
+        except Exception as error:  # noqa: BLE001  (a row that cannot be read is that plan's row)
+            why = f"the worker's row could not be read: {type(error).__name__}: {error}"
+        finally:
+            self.reader.close()
+        self.process.join(WORKER_EXIT_SECONDS if row is not None else None)
+        if self.process.is_alive():  # it sent its row but does not end: nothing of it is needed any more
+            self.process.kill()
+            self.process.join()
+        if isinstance(row, ExploreRow):
+            return row
+        return _lost(self.path, options, why or f"the worker died ({_exit_reason(self.process.exitcode)}) "
+                                                 "before it could give this plan's row")
+
+
+WORKER_EXIT_SECONDS = 10.0
+"""How long a worker that has sent its row may take to end before it is killed."""
+
+
+def _exit_reason(code: int | None) -> str:
+    """
+    >>> _exit_reason(-9), _exit_reason(3)
+    ('killed by SIGKILL', 'exit code 3')
+    """
+    if code is None or code >= 0:
+        return f"exit code {code}"
     try:
-        futures = {pool.submit(explore_one, str(path), str(out_dir), options): path for path in todo}
-        rows = _collect(futures, options, on_row)
+        return f"killed by {signal.Signals(-code).name}"
+    except ValueError:
+        return f"killed by signal {-code}"
+
+
+def _run_processes(todo: list[Path], out_dir: Path, options: OptimizeOptions, jobs: int, on_row) -> list[ExploreRow]:
+    """Each plan in a process of its own, `jobs` at a time, its row sent back on a pipe of its own: a worker that dies
+    (killed, out of memory, `os._exit` in a library) costs only its own plan, whose row says so; the plans finished
+    keep their rows and the others still run. The wait wakes every POLL seconds, so an interrupt is not held up."""
+    context = multiprocessing.get_context()
+    waiting, running, rows = list(todo), [], []
+    try:
+        while waiting or running:
+            while waiting and len(running) < jobs:
+                path = waiting.pop(0)
+                try:
+                    running.append(_start_worker(context, path, out_dir, options))
+                except OSError as error:  # no process could be made (a limit on processes, no memory): its row
+                    rows.append(_lost(path, options, f"could not start a worker: {error.strerror or error}"))
+                    on_row(rows[-1])
+            if not running:
+                continue
+            ready = set(wait_for_ready([w.reader for w in running] + [w.process.sentinel for w in running], POLL))
+            for worker in [w for w in running if w.reader in ready or w.process.sentinel in ready]:
+                running.remove(worker)
+                rows.append(worker.row(options))
+                on_row(rows[-1])
     except BaseException:
-        _stop_workers(pool)
+        _stop_workers(running)
         raise
-    pool.shutdown()
     return rows
 
 
-def _collect(futures: dict[Future, Path], options: OptimizeOptions, on_row) -> list[ExploreRow]:
-    """Each plan's row as it comes; the wait wakes every POLL seconds, so an interrupt is not held up by it."""
-    rows, pending = [], set(futures)
-    while pending:
-        done, pending = wait(pending, timeout=POLL, return_when=FIRST_COMPLETED)
-        for future in done:
-            try:
-                rows.append(future.result())
-            except Exception as error:  # noqa: BLE001  (the worker died, or could not send its row: that plan's row says so)
-                rows.append(_lost(futures[future], options, f"the worker failed: {type(error).__name__}: {error}"))
-            on_row(rows[-1])
-    return rows
+def _start_worker(context, path: Path, out_dir: Path, options: OptimizeOptions) -> _Worker:
+    reader, writer = context.Pipe(duplex=False)
+    process = context.Process(target=_work, args=(writer, str(path), str(out_dir), options, os.getpid()),
+                              name=f"ipuplan-explore {path.name}", daemon=True)
+    try:
+        process.start()
+    except BaseException:
+        reader.close()
+        raise
+    finally:
+        writer.close()  # the worker's end is the worker's: when it dies, the reader sees the end at once
+    return _Worker(path, process, reader)
+
+
+def _work(writer: Connection, path: str, out_dir: str, options: OptimizeOptions, parent: int) -> None:
+    """In the worker: one plan, its row sent back."""
+    worker_started(parent)
+    row = explore_one(path, out_dir, options)
+    writer.send(row)
+    writer.close()
 
 
 def worker_started(parent: int) -> None:
@@ -263,17 +345,16 @@ def worker_started(parent: int) -> None:
 _PR_SET_PDEATHSIG = 1
 
 
-def _stop_workers(pool: ProcessPoolExecutor) -> None:
-    """End every worker now (SIGTERM, then SIGKILL after a second) and the pool with them."""
-    processes = list(getattr(pool, "_processes", {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for process in processes:
-        process.terminate()
-    for process in processes:
-        process.join(1.0)
-        if process.is_alive():
-            process.kill()
-            process.join()
+def _stop_workers(workers: list[_Worker]) -> None:
+    """End every worker now (SIGTERM, then SIGKILL after a second)."""
+    for worker in workers:
+        worker.process.terminate()
+    for worker in workers:
+        worker.process.join(1.0)
+        if worker.process.is_alive():
+            worker.process.kill()
+            worker.process.join()
+        worker.reader.close()
 
 
 def _run_ray(todo: list[Path], out_dir: Path, options: OptimizeOptions, address: str | None, on_row) -> list[ExploreRow]:
@@ -284,8 +365,11 @@ def _run_ray(todo: list[Path], out_dir: Path, options: OptimizeOptions, address:
     started_here = not ray.is_initialized()
     if started_here:
         _require_reachable(address)
-        with _signals_unblocked():  # Ray's processes inherit the mask: they must be able to end
-            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        if _is_cluster(address):
+            _connect(ray, address)
+        else:
+            with _signals_unblocked():  # Ray's processes inherit the mask: they must be able to end
+                ray.init(address=address, include_dashboard=False, log_to_driver=False)
     try:
         remote = ray.remote(num_cpus=options.workers)(explore_one)
         tasks = {remote.remote(str(path), str(out_dir.resolve()), options): path for path in todo}
@@ -304,19 +388,149 @@ def _run_ray(todo: list[Path], out_dir: Path, options: OptimizeOptions, address:
             ray.shutdown()
 
 
+def _is_cluster(address: str | None) -> bool:
+    """An address of a cluster to connect to (not None, auto or local: a Ray instance started here, or found)."""
+    return address is not None and address not in ("auto", "local")
+
+
+_HTTP2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+"""An HTTP/2 client's first bytes (the preface, then an empty SETTINGS frame): a gRPC server, as Ray's GCS and the
+Ray Client server are, answers with a SETTINGS frame of its own."""
+
+
 def _require_reachable(address: str | None) -> None:
-    """Refuse a cluster address that does not answer within RAY_CONNECT_SECONDS (Ray would retry for ever)."""
-    if address is None or address in ("auto", "local"):
+    """Refuse, within RAY_CONNECT_SECONDS, a cluster address that Ray could not use: one that is not HOST:PORT, a
+    ray:// address without Ray Client installed, an address that refuses or does not answer, and one that answers but
+    not as a gRPC server (Ray would retry each for ever, or minutes, logging all the while)."""
+    if not _is_cluster(address):
         return
+    client = address.startswith("ray://")
+    host, port = _host_port(address)
+    if client and _ray_client_missing():
+        raise ExecutorMissing(f"the Ray address {address} is a Ray Client address, which needs Ray Client: "
+                              "pip install 'ray[client]' (or give the cluster's HOST:PORT, without ray://)")
+    deadline = time.monotonic() + RAY_CONNECT_SECONDS
+    problem = _answers_as_grpc(host, port, deadline)
+    if problem is None and not client:
+        target = _ray_target(address)
+        if target is not None and target != (host, port):
+            problem = _answers_as_grpc(*target, deadline)
+            if problem is not None:
+                problem = f"Ray connects to it as {_joined(*target)} (this machine's address for a loopback one), " \
+                          f"and there {problem}"
+    if problem is not None:
+        raise ExecutorMissing(f"cannot reach the Ray cluster at {address}: {problem}")
+
+
+def _host_port(address: str) -> tuple[str, int]:
     host, _, port = address.removeprefix("ray://").rpartition(":")
     if not host or not port.isdigit():
         raise ExecutorMissing(f"Ray address {address!r} is not HOST:PORT (or ray://HOST:PORT, auto, local)")
+    return host.removeprefix("[").removesuffix("]"), int(port)
+
+
+def _joined(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _ray_client_missing() -> bool:
+    """Whether Ray Client's dependency (grpcio, the one Ray itself checks for ray://) is missing."""
     try:
-        socket.create_connection((host, int(port)), timeout=RAY_CONNECT_SECONDS).close()
+        import grpc  # noqa: F401
+    except ImportError:
+        return True
+    return False
+
+
+def _ray_target(address: str) -> tuple[str, int] | None:
+    """The host and port Ray itself will connect to for `address`: it replaces a loopback host (127.0.0.1,
+    localhost) with this machine's address, where a server bound to loopback only is not found."""
+    try:
+        from ray._private.services import canonicalize_bootstrap_address
+
+        return _host_port(canonicalize_bootstrap_address(address))
+    except Exception:  # noqa: BLE001  (a Ray without this private helper: the address as given is what there is)
+        return None
+
+
+def _answers_as_grpc(host: str, port: int, deadline: float) -> str | None:
+    """None when host:port accepts a connection and answers an HTTP/2 preface as gRPC servers do before the deadline;
+    otherwise what went wrong, in words."""
+    def left() -> float:
+        return max(0.01, deadline - time.monotonic())
+
+    reply = b""
+    try:
+        with socket.create_connection((host, port), timeout=left()) as connection:
+            try:
+                connection.sendall(_HTTP2_HELLO)
+                while len(reply) < 9:
+                    connection.settimeout(left())
+                    chunk = connection.recv(64)
+                    if not chunk:
+                        break
+                    reply += chunk
+            except TimeoutError:
+                if not reply:
+                    return (f"it accepts connections but did not answer within {RAY_CONNECT_SECONDS:g} s "
+                            "(not a Ray cluster?)")
+            except OSError:  # reset: it closed the connection on what it was sent
+                pass
+    except TimeoutError:
+        return f"no answer within {RAY_CONNECT_SECONDS:g} s"
     except OSError as error:
-        reason = error.strerror or type(error).__name__
-        raise ExecutorMissing(f"cannot reach the Ray cluster at {address}: {reason} "
-                              f"(within {RAY_CONNECT_SECONDS:g} s)") from None
+        return f"{error.strerror or type(error).__name__} (within {RAY_CONNECT_SECONDS:g} s)"
+    if len(reply) >= 9 and reply[3] == 4 and reply[5:9] == bytes(4):  # a SETTINGS frame, on the connection's stream
+        return None
+    if not reply:
+        return "it accepts connections but closes them without an answer (not a Ray cluster?)"
+    begins = reply[:40].split(b"\n")[0].decode("ascii", "replace").strip()
+    return f"it answers, but not as a Ray cluster does (its reply begins {begins!r})"
+
+
+def _connect(ray, address: str) -> None:
+    """ray.init on a cluster, within RAY_INIT_SECONDS; what fails is one line naming the address. (Ray may retry
+    for minutes, and may not be told to stop: on a time-out its thread is left to end with the process.)"""
+    outcome: dict[str, BaseException | bool] = {}
+
+    def connect() -> None:
+        try:
+            with _signals_unblocked(), _no_thread_warning():
+                ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            outcome["done"] = True
+        except BaseException as error:  # noqa: BLE001  (handed to the caller's thread)
+            outcome["error"] = error
+
+    thread = threading.Thread(target=connect, name="ray-connect", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + RAY_INIT_SECONDS
+    while thread.is_alive() and time.monotonic() < deadline:
+        thread.join(POLL)  # in steps, so an interrupt is not held up
+    if thread.is_alive():
+        raise ExecutorMissing(f"cannot connect to the Ray cluster at {address}: Ray did not finish connecting within "
+                              f"{RAY_INIT_SECONDS:g} s")
+    error = outcome.get("error")
+    if isinstance(error, Exception):
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise ExecutorMissing(f"cannot connect to the Ray cluster at {address}: {type(error).__name__}"
+                              + (f": {first}" if first else "")) from None
+    if error is not None:
+        raise error
+
+
+class _no_thread_warning:
+    """Ray's warning that it sets no SIGTERM handler from a thread left out (the CLI has its own)."""
+
+    @staticmethod
+    def filter(record) -> bool:
+        return not record.getMessage().startswith("SIGTERM handler is not set")
+
+    def __enter__(self) -> None:
+        self.logger = logging.getLogger("ray._private.worker")
+        self.logger.addFilter(self.filter)
+
+    def __exit__(self, *exc) -> None:
+        self.logger.removeFilter(self.filter)
 
 
 class _signals_unblocked:

@@ -167,6 +167,9 @@ def _kernels(plan: Plan, flow: Dataflow) -> tuple[list[FamilyKernel], dict[int, 
     """Every family kernel with its operands, possible operands and results; (step -> hold) where an operand
     cannot be identified."""
     written_at = {v: steps[0] for v, steps in flow.writers.items()}
+    sharing: dict[int, list[int]] = {}  # per storage root, its versions (once: per kernel it was quadratic at 10k values)
+    for value in plan.values:
+        sharing.setdefault(value.root, []).append(value.id)
     kernels, holds = [], {}
     for step, step_flow in zip(plan.steps, flow.steps):
         kind = step.parsed_operation.kind
@@ -175,7 +178,7 @@ def _kernels(plan: Plan, flow: Dataflow) -> tuple[list[FamilyKernel], dict[int, 
         missing = OPERAND_COUNTS.get(kind, len(step_flow.reads)) - len(step_flow.reads)
         possible: tuple[int, ...] = ()
         if missing > 0 and step_flow.writes:
-            possible = _possible_operands(plan, flow, step.index, written_at)
+            possible = _possible_operands(plan, flow, step.index, written_at, sharing)
         if (missing > len(possible)) or not (step_flow.reads or possible):
             shown = ", ".join(map(str, step_flow.reads)) or "nothing"
             holds[step.index] = FamilyHold(Hold.OPERAND_UNKNOWN, step.index, kind,
@@ -184,7 +187,8 @@ def _kernels(plan: Plan, flow: Dataflow) -> tuple[list[FamilyKernel], dict[int, 
     return kernels, holds
 
 
-def _possible_operands(plan: Plan, flow: Dataflow, step: int, written_at: dict[int, int]) -> tuple[int, ...]:
+def _possible_operands(plan: Plan, flow: Dataflow, step: int, written_at: dict[int, int],
+                       sharing: dict[int, list[int]]) -> tuple[int, ...]:
     """The live values that can be an operand the dataflow does not show: one per storage (its latest version),
     not the step's own operands or results, and laid out as the kernel must read them beside its activation."""
     values, step_flow = plan.values, flow.steps[step]
@@ -193,7 +197,7 @@ def _possible_operands(plan: Plan, flow: Dataflow, step: int, written_at: dict[i
     taken = {values[v].root for v in (*step_flow.reads, *step_flow.writes)}
     in_loop = plan.steps[step].execution_count > 1
     latest: dict[int, int] = {}
-    for v in _readable(plan, step, written_at):
+    for v in _readable(plan, step, written_at, sharing):
         value = values[v]
         if value.root in taken or value.precision != result.precision or broadcast_dimensions(value.shape, result.shape) is None:
             continue
@@ -205,11 +209,9 @@ def _possible_operands(plan: Plan, flow: Dataflow, step: int, written_at: dict[i
     return tuple(sorted(latest.values()))
 
 
-def _readable(plan: Plan, step: int, written_at: dict[int, int]) -> Iterable[int]:
-    """Values whose storage is live at `step` and that hold data there: a root, or a version written before."""
-    sharing: dict[int, list[int]] = {}
-    for value in plan.values:
-        sharing.setdefault(value.root, []).append(value.id)
+def _readable(plan: Plan, step: int, written_at: dict[int, int], sharing: dict[int, list[int]]) -> Iterable[int]:
+    """Values whose storage is live at `step` and that hold data there: a root, or a version written before
+    (`sharing`: per storage root, its values)."""
     for root in plan.steps[step].live:
         yield from (v for v in sharing.get(root, ()) if v == root or written_at.get(v, -1) < step)
 

@@ -61,7 +61,7 @@ def test_an_infeasible_best_effort_run_keeps_to_its_time_limit(reference_plan):
     started = time.perf_counter()
     result = optimize(reference_plan, workers=1, time_limit=limit, best_effort=True, **TIGHT)
     # the preparation counts in the limit; past it only the solvers' floors (a few tenths) and the rewrite
-    assert result.best_effort and time.perf_counter() - started < limit + 1.5
+    assert result.best_effort and time.perf_counter() - started < limit + 2.5
 
 
 def test_the_exact_exchange_stage_can_be_left_out(reference_plan, monkeypatch):

@@ -365,14 +365,25 @@ kept candidates, each left-out choice's bytes)), under one rule's weights."""
 
 
 def _weighted_rows(problem: Problem, a: int, b: int) -> list[WeightedRow]:
-    """The rows with left-out choices, weighted by `a x standard + b x interleaved`."""
+    """The rows with left-out choices, weighted by `a x standard + b x interleaved` (each term's least from the table
+    at once: a least per term of every row took 2.3 s at 10k values)."""
+    table = problem.table
+    least = table.extremes(a, b)[0][table.term]  # per occurrence, its term's least
+    kept = table.row_sums(least) + a * table.constant_standard + b * table.constant_interleaved
+    groups = table.group[table.term]
+    bounds = np.searchsorted(table.row, np.arange(table.rows + 1)).tolist()
     found = []
-    for row, left_out in zip(problem.rows, problem.left_out):
+    for r, left_out in enumerate(problem.left_out):
         if not left_out:
             continue
-        kept = {g: int((a * s + b * i).min()) for g, s, i in row.terms}
-        outside = tuple((g, kept.pop(g, 0), a * s + b * i) for g, s, i in left_out)
-        found.append((a * row.standard + b * row.interleaved + sum(kept.values()), outside))
+        row_groups, row_least = groups[bounds[r]:bounds[r + 1]], least[bounds[r]:bounds[r + 1]]
+        base, outside = int(kept[r]), []
+        for g, s, i in left_out:
+            at = np.flatnonzero(row_groups == g)
+            own = int(row_least[at[0]]) if len(at) else 0
+            base -= own
+            outside.append((g, own, a * s + b * i))
+        found.append((base, tuple(outside)))
     return found
 
 

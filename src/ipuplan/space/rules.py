@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 from math import prod
 
 import numpy as np
@@ -41,6 +41,13 @@ class Context:
     that stays live past the kernel, as a loop body's bias does: `facts.elementwise_families`)."""
     live_roots: frozenset[int]
     """Storage live at some step: a value whose root is not among them takes no memory anywhere."""
+    cache: dict = field(default_factory=dict, compare=False, repr=False)
+    """What a level derives once per context for equal structures (a family's promoted candidates)."""
+
+    @cached_property
+    def group_of(self) -> dict[int, LayoutGroup]:
+        """Value -> its layout group (once per context: the promoters asked for it once per family)."""
+        return {m: group for group in self.groups for m in group}
 
 
 def context_of(facts: PlanFacts) -> Context:

@@ -175,9 +175,8 @@ def attention_group(context: rules.Context, family: AttentionFamily, group_of: d
 def promote(context: rules.Context, members: rules.LayoutGroup, splits) -> tuple[Candidate, ...]:
     """The candidates of the product whose free group is `members` under `splits` (some of its left-out choices)."""
     facts = context.facts
-    group_of = {m: group for group in context.groups for m in group}
     family = next(f for f in facts.attention if f.left in members)
-    members, role_of = rules.family_members(family, group_of)
+    members, role_of = rules.family_members(family, context.group_of)
     try:
         ratios = rules.family_ratios(facts, members, family.sum_step)
     except rules.Frozen:

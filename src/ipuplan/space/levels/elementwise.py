@@ -254,9 +254,8 @@ def family_group(context: rules.Context, family: ElementwiseFamily,
 
 def promote(context: rules.Context, members: rules.LayoutGroup, splits) -> tuple[Candidate, ...]:
     """The candidates of the family whose free group is `members` under `splits` (some of its left-out choices)."""
-    group_of = {m: group for group in context.groups for m in group}
     family = next(f for f in context.facts.elementwise if f.members[0] in members)
-    parts = _parts(context, family, group_of)
+    parts = _parts(context, family, context.group_of)
     if parts is None:
         return ()
     return tuple(_candidate(context.facts, family, parts.members, split, parts.moved, parts.ratios) for split in splits)

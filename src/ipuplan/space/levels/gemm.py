@@ -367,11 +367,18 @@ def _family_choices(facts: PlanFacts, family: KernelFamily, parts: _Parts) -> tu
 
 
 def promote(context: Context, members: LayoutGroup, splits) -> tuple[Candidate, ...]:
-    """The candidates of the family whose free group is `members` under `splits` (some of its left-out choices)."""
-    group_of = {m: group for group in context.groups for m in group}
-    family = next(f for f in context.facts.families if f.left in members)
-    parts = _parts(context, family, group_of)
-    return () if isinstance(parts, FrozenGroup) else tuple(_split_candidates(context.facts, family, parts, splits))
+    """The candidates of the family whose free group is `members` under `splits` (some of its left-out choices); equal
+    families under equal splits (the copies of an unrolled program) derived once, then shifted to their Gemm."""
+    facts = context.facts
+    family = next(f for f in facts.families if f.left in members)
+    parts = _parts(context, family, context.group_of)
+    if isinstance(parts, FrozenGroup):
+        return ()
+    key = ("gemm promote", _signature(facts, family, parts.members, parts.role_of, parts.fixed, parts.ratios,
+                                      parts.moved), tuple(splits))
+    if key not in context.cache:
+        context.cache[key] = [c.shifted(-family.gemm_step) for c in _split_candidates(facts, family, parts, splits)]
+    return tuple(c.shifted(family.gemm_step) for c in context.cache[key])
 
 
 def kernel_level(context: Context, groups: tuple[LayoutGroup, ...]) -> Decisions:

@@ -114,6 +114,15 @@ class ExactProblem:
         """The exact exchange of the plan `choice` writes."""
         return self.problem.exchange_of(choice) + self.constant
 
+    def within(self, alive: list[np.ndarray]) -> ExactProblem:
+        """The same prices with the candidates not `alive` forbidden too (a subset of those priced: a sweep prices
+        once at its highest peak, then each lower peak forbids more)."""
+        exchange = tuple(tuple(c if keep else FORBIDDEN for c, keep in zip(costs, mask.tolist()))
+                         for costs, mask in zip(self.problem.exchange, alive))
+        narrowed = replace(self.problem, exchange=exchange)
+        narrowed.__dict__["table"] = self.problem.table
+        return ExactProblem(narrowed, self.constant)
+
 
 def exact_problem(facts: PlanFacts, space: CandidateSpace, problem: Problem,
                   alive: list[np.ndarray] | None = None) -> ExactProblem:

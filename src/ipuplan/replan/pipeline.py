@@ -351,13 +351,14 @@ def priced_exactly(prepared: Prepared, solved: SolveResult, settings: SolverSett
 
 
 def exact_at(prepared: Prepared, cap: int | None, settings: SolverSettings, progress: Progress | None = None,
-             alive: list | None = None) -> tuple[ExactProblem, SolveResult]:
+             alive: list | None = None, priced: ExactProblem | None = None) -> tuple[ExactProblem, SolveResult]:
     """The least exact exchange, then the fewest changed values, of the choices that meet the budgets with a peak of
     at most `cap` (None: any peak), over the run's candidates (`fit`'s whole-scope bound with `cap` None; `alive`:
-    `alive_within(problem, cap)` when known); the problem it priced, and the solve."""
+    `alive_within(problem, cap)` when known; `priced`: those prices already computed for at least those candidates);
+    the problem it priced, and the solve."""
     problem = prepared.problem
     alive = alive if alive is not None else alive_within(problem, cap)
-    exact = exact_problem(prepared.facts, prepared.space, problem, alive)
+    exact = priced.within(alive) if priced is not None else exact_problem(prepared.facts, prepared.space, problem, alive)
     if cap is not None:  # at a peak already found: no left-out choice (the peak's own proof is done)
         priced = replace(exact.problem, limits=(*problem.limits, Limit("peak found", 1, 1, cap)), left_out=())
         priced.__dict__["table"] = problem.table

@@ -22,8 +22,9 @@ from ipuplan.plan.format import Plan
 from ipuplan.replan.options import OptimizeOptions
 from ipuplan.replan.pipeline import BudgetConflict, Prepared, exact_at, explain_run, prepare
 from ipuplan.replan.rewrite import rewrite
+from ipuplan.model.exact import exact_problem
 from ipuplan.model.objective import Objective
-from ipuplan.model.problem import Problem
+from ipuplan.model.problem import Problem, alive_within
 from ipuplan.solvers import FrontPoint, SolverSettings, SolveStatus, pareto_front, solve
 
 KIB = 1024
@@ -127,14 +128,25 @@ def first_point(problem: Problem, settings: SolverSettings, options: OptimizeOpt
                       solved.status == SolveStatus.OPTIMAL, time.perf_counter() - began)
 
 
+EXACT_SHARE = 0.2
+"""Of the per-point time limit, the exact exchange's solve at each walked peak (the walk has the whole of it): a
+front of the reference plan walks some 50 peaks, and at higher peaks more candidates are alive and fewer proofs
+come, so the whole limit at each took the sweep past ten minutes."""
+
+
 def exact_front(prepared: Prepared, walked: list[FrontPoint], settings: SolverSettings,
                 on_point: Callable[[FrontPoint], None] | None = None) -> list[FrontPoint]:
     """At each peak of the walked front, the least exact exchange (from the walked point's choice, never worse); the
     points whose exact exchange no smaller peak already beats."""
     front: list[FrontPoint] = []
+    problem = prepared.problem
+    # priced once, for every candidate alive at the highest peak walked; each lower peak forbids more of them
+    priced = exact_problem(prepared.facts, prepared.space, problem, alive_within(problem, max(
+        (p.peak for p in walked), default=0)))
     for point in walked:
         began = time.perf_counter()
-        exact, found = exact_at(prepared, point.peak, settings)
+        exact, found = exact_at(prepared, point.peak, replace(settings, time_limit=settings.time_limit * EXACT_SHARE),
+                                priced=priced)
         choices = [point.choice] + ([found.choice] if found.peak is not None else [])
         choice = min(choices, key=lambda c: (exact.exchange_of(c), exact.problem.changed_of(c)))
         problem = exact.problem

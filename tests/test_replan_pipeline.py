@@ -80,3 +80,43 @@ def test_the_exact_exchange_stage_can_be_left_out(reference_plan, monkeypatch):
                for detail in heard)
     always = optimize(reference_plan, workers=1, scope="storage", exact_exchange="always")
     assert always.exact and always.solution_fingerprint == exact.solution_fingerprint
+
+
+def test_fit_judges_the_input_by_the_exchange_the_choice_was_made_by():
+    """After the exact stage, `fit` may keep the input only if the input sends no more *exactly*: the proxy once
+    threw away an exact choice that sent less than the input (and said "optimal" of a bound below what it wrote)."""
+    from types import SimpleNamespace
+
+    from problems import b, problem
+
+    from ipuplan.model.objective import Objective
+    from ipuplan.model.problem import StepRow
+    from ipuplan.solvers import SolveResult, SolveStatus
+
+    p = problem([StepRow(0, 0, 0, ((0, b(10, 10), b(0, 0)),))], (2,), exchange=((5, 9),))  # the proxy: the input
+    solved = SolveResult(SolveStatus.OPTIMAL, (1,), 10, 10, 0.0, 0.0, None, 0, 0, 1, 1, objective=Objective.FIT)
+    facts = SimpleNamespace(estimate=SimpleNamespace(fits_budget=True))
+    exact = {(0,): 700, (1,): 600}.__getitem__  # exactly, the choice sends less
+    assert pipeline.no_better_than_input(p, solved, facts)  # by the proxy the input would stand
+    assert not pipeline.no_better_than_input(p, solved, facts, exact)
+
+
+def test_an_exact_solve_that_breaks_a_limit_is_not_taken():
+    """A constructive answer may break the peak found or a budget: the kept choice stands, and nothing is proven."""
+    from problems import b, problem
+
+    from ipuplan.model.exact import ExactProblem
+    from ipuplan.model.objective import Objective
+    from ipuplan.model.problem import StepRow
+    from ipuplan.plan.budgets import Limit
+    from ipuplan.solvers import SolveResult, SolveStatus
+
+    p = problem([StepRow(0, 0, 0, ((0, b(10, 20), b(0, 0)),))], (2,), exchange=((9, 1),),
+                limits=(Limit("peak found", 1, 1, 15),))
+    exact = ExactProblem(p, 100)
+    breaking = SolveResult(SolveStatus.OPTIMAL, (1,), 20, 20, 0.0, 0.0, None, 0, 0, 1, 1, objective=Objective.FIT)
+    assert pipeline.exact_choice(exact, (0,), breaking) == ((0,), False)
+    within = problem([StepRow(0, 0, 0, ((0, b(10, 12), b(0, 0)),))], (2,), exchange=((9, 1),),
+                    limits=(Limit("peak found", 1, 1, 15),))
+    found = SolveResult(SolveStatus.OPTIMAL, (1,), 12, 12, 0.0, 0.0, None, 0, 0, 1, 1, objective=Objective.FIT)
+    assert pipeline.exact_choice(ExactProblem(within, 100), (0,), found) == ((1,), True)

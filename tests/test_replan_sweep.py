@@ -40,3 +40,17 @@ def test_no_point_is_a_time_limit_in_json_not_a_proof(tmp_path, monkeypatch):
     assert result.exit_code == 3
     failure = json.loads(result.stdout)
     assert failure["status"] == "no_solution" and "not a proof" in failure["error"]
+
+
+def test_the_exact_front_keeps_only_points_no_smaller_peak_beats(reference_plan):
+    """The walk repeats peaks and an exact solve may land below the peak it was given: the front's peaks rise and its
+    exact exchange falls, strictly, so that each KiB's price is defined (it divided by zero on equal peaks)."""
+    front = sweep(reference_plan, workers=1, scope="kernels", time_limit=1, max_points=8)
+    peaks, exact = [p.peak for p in front.points], [p.exchange_bytes for p in front.points]
+    assert len(peaks) >= 2 and peaks == sorted(set(peaks)) and exact == sorted(set(exact), reverse=True)
+    assert all(p.exchange_per_kib is not None and p.exchange_per_kib > 0 for p in front.points[1:])
+
+
+def test_a_sweep_without_the_exact_exchange_walks_by_the_proxy(reference_plan):
+    front = sweep(reference_plan, workers=1, scope="kernels", max_points=3, exact_exchange="never")
+    assert front.points and front.points[0].model_exchange_bytes != front.points[0].exchange_bytes  # the proxy's

@@ -218,10 +218,12 @@ class OptimizeResult:
         return self.explanation is not None
 
 
-def no_better_than_input(problem: Problem, solved: SolveResult, facts: PlanFacts) -> bool:
-    """The input is at least as good by the solve's objective; with soft budgets (a non-empty `excess`) its
-    total excess comes first, and otherwise only an input that fits can be as good."""
-    objective = _objective_terms(problem, solved.objective)
+def no_better_than_input(problem: Problem, solved: SolveResult, facts: PlanFacts,
+                         exchange_of: Callable[[tuple[int, ...]], int] | None = None) -> bool:
+    """The input is at least as good by the solve's objective (`exchange_of`: the exchange the choice was made by, the
+    exact one after the exact stage; default the problem's); with soft budgets (a non-empty `excess`) its total excess
+    comes first, and otherwise only an input that fits can be as good."""
+    objective = _objective_terms(problem, solved.objective, exchange_of or problem.exchange_of)
     if solved.excess:
         def terms(choice):
             return sum(problem.usage(choice).worst_excess(problem.limits)), *objective(choice)
@@ -230,15 +232,16 @@ def no_better_than_input(problem: Problem, solved: SolveResult, facts: PlanFacts
     return facts.estimate.fits_budget and objective(problem.input_choice) <= objective(solved.choice)
 
 
-def _objective_terms(problem: Problem, goal: Objective):
+def _objective_terms(problem: Problem, goal: Objective, exchange_of: Callable[[tuple[int, ...]], int]):
     """The figures an objective compares, first to last, of a choice."""
     if goal == Objective.FIT:
-        return lambda choice: (problem.exchange_of(choice), problem.changed_of(choice))
+        return lambda choice: (exchange_of(choice), problem.changed_of(choice))
     return lambda choice: (problem.usage(choice).peak,)
 
 
-def _result_facts(prepared: Prepared, solved: SolveResult) -> tuple[PlanFacts, str]:
-    """The facts of the plan to return, and a note when it is the input unchanged."""
+def _result_facts(prepared: Prepared, solved: SolveResult, exact: ExactProblem | None = None) -> tuple[PlanFacts, str]:
+    """The facts of the plan to return, and a note when it is the input unchanged (judged by the exact exchange where
+    the choice was made by it)."""
     facts, space, problem = prepared.facts, prepared.space, prepared.problem
     if solved.status == SolveStatus.NO_SOLUTION and solved.peak is None:
         note = "no solution within the time limit: the input is returned unchanged"
@@ -248,7 +251,7 @@ def _result_facts(prepared: Prepared, solved: SolveResult) -> tuple[PlanFacts, s
         return rewrite(facts, space, solved.choice, facts.budgets), (
             "no solver solution within the time limit: the constructive plan is returned"
             + ("" if fits else "; it does not fit the budgets"))
-    elif no_better_than_input(problem, solved, facts):
+    elif no_better_than_input(problem, solved, facts, None if exact is None else exact.exchange_of):
         note = "nothing better than the input in this scope: the input is returned unchanged"
     else:
         return rewrite(facts, space, solved.choice, facts.budgets), ""
@@ -318,6 +321,9 @@ def solve_prepared(prepared: Prepared, progress: Progress | None = None, on_phas
     return _result(prepared, solved, explanation)
 
 
+EXACT_MIN_SECONDS = 1.0
+"""With more workers than one, the least of the time limit left for `auto` to price the exact exchange (pricing the
+reference plan's pairs alone takes 0.5-0.9 s)."""
 EXACT_SHARE = 0.5
 """Of the time limit, the exact exchange's solve with one worker (deterministic: it may not hang on the wall clock)."""
 
@@ -332,6 +338,11 @@ def priced_exactly(prepared: Prepared, solved: SolveResult, settings: SolverSett
     problem, objective, wanted = prepared.problem, prepared.options.objective, prepared.options.exact_exchange
     if wanted == ExactExchange.NEVER or solved.peak is None or solved.status not in (
             SolveStatus.OPTIMAL, SolveStatus.FEASIBLE) or problem.usage(solved.choice).violation(problem.limits):
+        return None, solved
+    left = deadline - time.perf_counter()
+    if not settings.deterministic and wanted == ExactExchange.AUTO and left < EXACT_MIN_SECONDS:
+        on_phase("exact exchange", f"left out: {max(left, 0):.2f} s of --time-limit left, less than {EXACT_MIN_SECONDS:g} "
+                                   "(--exact-exchange always prices it); the exchange is the optimiser's proxy")
         return None, solved
     cap = solved.peak if objective == Objective.PEAK else None
     alive = alive_within(problem, cap)
@@ -369,19 +380,31 @@ def exact_at(prepared: Prepared, cap: int | None, settings: SolverSettings, prog
     return exact, found
 
 
-def _exact_result(exact: ExactProblem, solved: SolveResult, found: SolveResult, objective: Objective) -> SolveResult:
-    """`solved` with the better choice of the two by (exact exchange, changed values), its exact figures, and with
-    `fit` the exact solve's status and bound."""
+def exact_choice(exact: ExactProblem, kept: tuple[int, ...], found: SolveResult) -> tuple[tuple[int, ...], bool]:
+    """The better of `kept` (a choice that meets the exact problem's limits) and the exact solve's, by (exact exchange,
+    changed values), `kept` on a tie; the solve's only when it makes no forbidden pick and meets every limit, the cap
+    on the peak included (a constructive answer may not). And whether the choice's figures are a proven optimum."""
     problem = exact.problem
-    choices = [solved.choice] + ([found.choice] if found.peak is not None else [])
-    choice = min(choices, key=lambda c: (exact.exchange_of(c), problem.changed_of(c)))
+
+    def key(choice: tuple[int, ...]) -> tuple[int, int]:
+        return exact.exchange_of(choice), problem.changed_of(choice)
+
+    if found.peak is None or problem.forbidden_in(found.choice) or problem.usage(found.choice).violation(problem.limits):
+        return kept, False
+    choice = min((kept, found.choice), key=key)
+    return choice, found.status == SolveStatus.OPTIMAL and key(choice) == key(found.choice)
+
+
+def _exact_result(exact: ExactProblem, solved: SolveResult, found: SolveResult, objective: Objective) -> SolveResult:
+    """`solved` with the better choice (`exact_choice`), its exact figures, and with `fit` the exact solve's status
+    and bound (a bound only where that solve gave one)."""
+    problem = exact.problem
+    choice, proven = exact_choice(exact, solved.choice, found)
     exact_bound = None if found.exchange_bound is None else found.exchange_bound + exact.constant
     figures = dict(choice=choice, peak=problem.usage(choice).peak, exchange_bytes=exact.exchange_of(choice),
                    changed_values=problem.changed_of(choice), exchange_bound=exact_bound)
     if objective == Objective.FIT:
-        unproven = found.status != SolveStatus.OPTIMAL or choice != found.choice
-        status = SolveStatus.FEASIBLE if unproven and found.status != SolveStatus.INFEASIBLE else found.status
-        return replace(solved, status=SolveStatus.FEASIBLE if found.peak is None else status, **figures)
+        return replace(solved, status=SolveStatus.OPTIMAL if proven else SolveStatus.FEASIBLE, **figures)
     optimal = solved.bound >= figures["peak"]
     return replace(solved, status=SolveStatus.OPTIMAL if optimal else solved.status, **figures)
 
@@ -407,7 +430,7 @@ def _result(prepared: Prepared, solved: SolveResult, explanation: Explanation | 
             exact: ExactProblem | None = None) -> OptimizeResult:
     """The rewritten plan (or the input, when it is at least as good) with every figure of the run."""
     facts, problem = prepared.facts, prepared.problem
-    after, note = _result_facts(prepared, solved)
+    after, note = _result_facts(prepared, solved, exact)
     changes = value_changes(facts.plan, after.plan, facts.estimate, after.estimate)
     choice = solved.choice if changes else problem.input_choice
     if exact is None:

@@ -6,9 +6,11 @@ each point is the smallest peak with less exchange than the point before, and th
 at that peak, each solve starting from the previous point's layouts. The peaks are walked by the optimiser's
 proxy (each candidate's exchange at the other side's input layout: a linear model, fast to walk); at each peak
 the least exact exchange (docs/EXCHANGE.md) is then solved with every pair priced (`pipeline.exact_at`), and a
-point whose exact exchange is no less than a smaller peak's is dropped. Each point's `model_exchange_bytes` is
-the model's exact figure and `exchange_bytes` the exchange of the plan it would write, computed again from that
-plan; the two are equal.
+point whose exact exchange is no less than a smaller peak's is dropped (so "complete" says the proxy's walk reached
+its end; the exact front between two walked peaks is not searched). Each point's `model_exchange_bytes` is the
+model's exact figure and `exchange_bytes` the exchange of the plan it would write, computed again from that plan;
+the two are equal (with `--exact-exchange never`, or `auto` above its cap, the walked points as they are, by the
+proxy).
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from dataclasses import dataclass, replace
 
 from ipuplan.facts.plan_exchange import plan_exchange
 from ipuplan.plan.format import Plan
-from ipuplan.replan.options import OptimizeOptions
-from ipuplan.replan.pipeline import BudgetConflict, Prepared, exact_at, explain_run, prepare
+from ipuplan.replan.options import EXACT_AUTO_CANDIDATES, ExactExchange, OptimizeOptions
+from ipuplan.replan.pipeline import BudgetConflict, Prepared, exact_at, exact_choice, explain_run, prepare
 from ipuplan.replan.rewrite import rewrite
 from ipuplan.model.exact import exact_problem
 from ipuplan.model.objective import Objective
@@ -109,6 +111,10 @@ def sweep(plan: Plan, options: OptimizeOptions | None = None, *, max_points: int
         deadline = time.perf_counter() + options.time_limit
         raise BudgetConflict(explain_run(prepared, proven=True, deadline=deadline), prepared)
     front = exact_front(prepared, walked, settings, on_point)
+    if front is None:  # --exact-exchange never, or auto above its cap: the walked front, by the proxy
+        front = walked
+        for point in walked if on_point is not None else ():
+            on_point(point)
     exact = [point_exchange(prepared, point) for point in front]
     input_exchange = plan_exchange(plan, prepared.facts).total
     return Sweep(options.scope.value, prepared.facts.estimate.raw_peak, input_exchange, input_exchange,
@@ -135,26 +141,31 @@ come, so the whole limit at each took the sweep past ten minutes."""
 
 
 def exact_front(prepared: Prepared, walked: list[FrontPoint], settings: SolverSettings,
-                on_point: Callable[[FrontPoint], None] | None = None) -> list[FrontPoint]:
+                on_point: Callable[[FrontPoint], None] | None = None) -> list[FrontPoint] | None:
     """At each peak of the walked front, the least exact exchange (from the walked point's choice, never worse); the
-    points whose exact exchange no smaller peak already beats."""
+    points whose exact exchange no smaller peak already beats. None where the options leave the exact exchange out
+    (`--exact-exchange never`, or `auto` with more than EXACT_AUTO_CANDIDATES candidates alive at the highest peak)."""
+    wanted, problem = prepared.options.exact_exchange, prepared.problem
+    if not walked or wanted == ExactExchange.NEVER:
+        return None
+    alive = alive_within(problem, max(p.peak for p in walked))
+    if wanted == ExactExchange.AUTO and int(sum(mask.sum() for mask in alive)) > EXACT_AUTO_CANDIDATES:
+        return None
     front: list[FrontPoint] = []
-    problem = prepared.problem
     # priced once, for every candidate alive at the highest peak walked; each lower peak forbids more of them
-    priced = exact_problem(prepared.facts, prepared.space, problem, alive_within(problem, max(
-        (p.peak for p in walked), default=0)))
+    priced = exact_problem(prepared.facts, prepared.space, problem, alive)
     for point in walked:
         began = time.perf_counter()
         exact, found = exact_at(prepared, point.peak, replace(settings, time_limit=settings.time_limit * EXACT_SHARE),
                                 priced=priced)
-        choices = [point.choice] + ([found.choice] if found.peak is not None else [])
-        choice = min(choices, key=lambda c: (exact.exchange_of(c), exact.problem.changed_of(c)))
+        choice, proven = exact_choice(exact, point.choice, found)
         problem = exact.problem
         best = FrontPoint(choice, problem.usage(choice).peak, exact.exchange_of(choice), problem.changed_of(choice),
-                          point.proven and found.status == SolveStatus.OPTIMAL and choice == found.choice,
-                          point.seconds + time.perf_counter() - began)
+                          point.proven and proven, point.seconds + time.perf_counter() - began)
         if front and best.exchange_bytes >= front[-1].exchange_bytes:
             continue
+        while front and front[-1].peak >= best.peak:  # the walk repeats peaks, and an exact solve may land lower
+            front.pop()
         front.append(best)
         if on_point is not None:
             on_point(best)

@@ -87,17 +87,22 @@ def test_refuses_to_write_over_inputs(inputs):
         explore([inputs], inputs)
 
 
-def test_missing_ray_says_how_to_install(inputs, tmp_path, monkeypatch):
+def without_module(monkeypatch, missing: str) -> None:
+    """Importing `missing` fails from here on in the test, as when the package is not installed."""
     import builtins
 
     real_import = builtins.__import__
 
-    def no_ray(name, *args, **kwargs):
-        if name == "ray":
-            raise ImportError("no ray")
+    def refusing(name, *args, **kwargs):
+        if name == missing:
+            raise ImportError(f"no {missing}")
         return real_import(name, *args, **kwargs)
 
-    monkeypatch.setattr(builtins, "__import__", no_ray)
+    monkeypatch.setattr(builtins, "__import__", refusing)
+
+
+def test_missing_ray_says_how_to_install(inputs, tmp_path, monkeypatch):
+    without_module(monkeypatch, "ray")
     with pytest.raises(ExecutorMissing, match=r"pip install 'ipuplan\[ray\]'"):
         explore([inputs / "a.json"], tmp_path / "out", executor="ray")
 
@@ -263,16 +268,7 @@ def test_a_silent_port_via_the_cli_is_one_line_and_exit_2(inputs, tmp_path, ray_
 
 def test_ray_client_address_without_ray_client_is_exit_2(inputs, tmp_path, ray_not_to_be_started, monkeypatch):
     """`ray://HOST:PORT` without ray[client] was `internal error: ValueError`, exit 70."""
-    import builtins
-
-    real_import = builtins.__import__
-
-    def no_grpc(name, *args, **kwargs):
-        if name == "grpc":
-            raise ImportError("no grpc")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_grpc)
+    without_module(monkeypatch, "grpc")
     message, seconds = _ray_error(inputs, tmp_path, "ray://127.0.0.1:10001")
     assert "ray://127.0.0.1:10001" in message and "pip install 'ray[client]'" in message and seconds < 5
     result = runner.invoke(app, ["explore", str(inputs / "a.json"), "-o", str(tmp_path / "out"), "--executor", "ray",

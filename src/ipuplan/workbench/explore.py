@@ -253,8 +253,8 @@ class _Worker:
             why = f"the worker's row could not be read: {type(error).__name__}: {error}"
         finally:
             self.reader.close()
-        self.process.join(WORKER_EXIT_SECONDS if row is not None else None)
-        if self.process.is_alive():  # it sent its row but does not end: nothing of it is needed any more
+        self.process.join(WORKER_EXIT_SECONDS)
+        if self.process.is_alive():  # it sent its row (or closed its pipe) but does not end: nothing of it is needed
             self.process.kill()
             self.process.join()
         if isinstance(row, ExploreRow):
@@ -263,8 +263,9 @@ class _Worker:
                                                  "before it could give this plan's row")
 
 
-WORKER_EXIT_SECONDS = 10.0
-"""How long a worker that has sent its row may take to end before it is killed."""
+WORKER_EXIT_SECONDS = 1.0
+"""How long a worker that has sent its row may take to end before it is killed: its outputs are written whole before
+the row is sent, and the loop (and an interrupt) waits on this join."""
 
 
 def _exit_reason(code: int | None) -> str:

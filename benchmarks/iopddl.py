@@ -188,7 +188,8 @@ def table_row(letter: str, reference: Reference, run: dict | None, ended: str, p
     usable = run["valid"] and not run["forbidden"]
     cost = run["cost"]
     return {"instance": letter, "cost": f"{cost:,}" if cost < 10**15 else f"{cost:.3g}",
-            "valid": ("yes" if run["valid"] else "no") + ("" if not run["forbidden"] else f", {run['forbidden']} forbidden"),
+            "valid": "yes" if usable else "no" + ("" if not run["forbidden"] else f" ({run['forbidden']} forbidden pairs"
+                                                   + (", usage within the limit)" if run["valid"] else ")")),
             "gap to best known": gap(cost, reference.best_known) if usable else "-",
             "gap to lower bound": gap(cost, reference.lower_bound) if usable else "-",
             "x XLA": f"{cost / reference.xla:.3f}" if usable and reference.xla else "-",

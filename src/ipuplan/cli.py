@@ -533,8 +533,9 @@ def optimize_command(
     report: ReportFile = None,
 ) -> None:
     """Minimise the peak per-tile usage, then the exact exchange at that peak (or, with --objective fit, the exact
-    exchange while meeting the budgets) and write the rewritten plan (exit 3 if the budgets cannot be met; with --best-effort the least-bad plan
-    is written). The summary gives the exact exchange of the input and of the written plan."""
+    exchange while meeting the budgets) and write the rewritten plan (exit 3 if the budgets cannot be met; with
+    --best-effort the least-bad plan is written). The summary gives the exact exchange of the input and of the written
+    plan."""
     target = _target(plan_path, output, in_place)
     require_outputs({"-o": target, "--report": report, "--dump-model": dump_model}, inputs=_inputs(plan_path, options),
                     force=force, in_place=in_place)

@@ -97,6 +97,11 @@ class PlanExchange:
         return sum(s.bytes * plan.steps[s.step].execution_count for s in self.steps)
 
 
+def priced_kind(operation: Operation) -> str | None:
+    """MOVER or REDUCTION for the steps this figure prices (when they read one value and write one), else None."""
+    return MOVER if operation.is_mover else REDUCTION if operation.kind == "Sum" else None
+
+
 def plan_exchange(plan: Plan, facts: WithFlow | None = None) -> PlanExchange:
     """Bytes `plan`'s steps send between tiles, per mover and reduction step (`facts`: the plan's, if at hand)."""
     flow = facts.flow if facts is not None else dataflow(plan)
@@ -104,7 +109,7 @@ def plan_exchange(plan: Plan, facts: WithFlow | None = None) -> PlanExchange:
     unpriced: list[Unpriced] = []
     for step in flow.steps:
         operation = plan.steps[step.index].parsed_operation
-        kind = MOVER if operation.is_mover else REDUCTION if operation.kind == "Sum" else None
+        kind = priced_kind(operation)
         if kind is None:
             continue
         if len(step.reads) != 1 or len(step.writes) != 1:

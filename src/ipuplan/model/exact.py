@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ipuplan.facts import pair_exchange
+from ipuplan.facts.plan_exchange import priced_kind
 from ipuplan.facts.plan_facts import PlanFacts
 from ipuplan.model.problem import FORBIDDEN, Edge, Problem
 from ipuplan.plan.operation import Operation
@@ -60,7 +61,7 @@ def priced_steps(facts: PlanFacts, space: CandidateSpace) -> list[PricedStep]:
     found = []
     for step in facts.flow.steps:
         operation = plan.steps[step.index].parsed_operation
-        if not (operation.is_mover or operation.kind == "Sum") or len(step.reads) != 1 or len(step.writes) != 1:
+        if priced_kind(operation) is None or len(step.reads) != 1 or len(step.writes) != 1:
             continue
         (a, sources), (b, results) = sides(step.reads[0]), sides(step.writes[0])
         found.append(PricedStep(step.index, operation, a, b, sources, results, plan.values[step.reads[0]].element_size))

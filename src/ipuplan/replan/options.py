@@ -39,7 +39,7 @@ class ExactExchange(str, Enum):
 
 EXACT_AUTO_CANDIDATES = 20_000
 """The most candidates (that can meet the peak) `auto` prices pairwise: the reference plan has 827, a 10,032-value
-plan about 40,000, whose pricing and solve would take 12 s of a 36 s run (issue 20's targets)."""
+plan 51,585, whose pricing and solve took 12 s of a 36 s run (issue 20's targets)."""
 
 
 class OptimizeOptions(BaseModel):

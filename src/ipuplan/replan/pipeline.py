@@ -346,8 +346,8 @@ def priced_exactly(prepared: Prepared, solved: SolveResult, settings: SolverSett
         return None, solved
     cap = solved.peak if objective == Objective.PEAK else None
     alive = alive_within(problem, cap)
-    count = int(sum(mask.sum() for mask in alive))
-    if wanted == ExactExchange.AUTO and count > EXACT_AUTO_CANDIDATES:
+    priced, count = exact_wanted(wanted, alive)
+    if not priced:
         on_phase("exact exchange", f"left out: {count:,} candidates can meet the budgets"
                  + (f" at peak {cap:,}" if cap else "") + f", more than {EXACT_AUTO_CANDIDATES:,} (--exact-exchange "
                  "always prices them); the exchange is the optimiser's proxy")
@@ -361,6 +361,13 @@ def priced_exactly(prepared: Prepared, solved: SolveResult, settings: SolverSett
     return exact, _exact_result(exact, solved, found, objective)
 
 
+def exact_wanted(wanted: ExactExchange, alive: list) -> tuple[bool, int]:
+    """Whether `--exact-exchange` prices these `alive` candidates (auto: at most EXACT_AUTO_CANDIDATES), and how many
+    there are."""
+    count = int(sum(mask.sum() for mask in alive))
+    return wanted == ExactExchange.ALWAYS or (wanted == ExactExchange.AUTO and count <= EXACT_AUTO_CANDIDATES), count
+
+
 def exact_at(prepared: Prepared, cap: int | None, settings: SolverSettings, progress: Progress | None = None,
              alive: list | None = None, priced: ExactProblem | None = None) -> tuple[ExactProblem, SolveResult]:
     """The least exact exchange, then the fewest changed values, of the choices that meet the budgets with a peak of
@@ -371,9 +378,9 @@ def exact_at(prepared: Prepared, cap: int | None, settings: SolverSettings, prog
     alive = alive if alive is not None else alive_within(problem, cap)
     exact = priced.within(alive) if priced is not None else exact_problem(prepared.facts, prepared.space, problem, alive)
     if cap is not None:  # at a peak already found: no left-out choice (the peak's own proof is done)
-        priced = replace(exact.problem, limits=(*problem.limits, Limit("peak found", 1, 1, cap)), left_out=())
-        priced.__dict__["table"] = problem.table
-        exact = ExactProblem(priced, exact.constant)
+        capped = replace(exact.problem, limits=(*problem.limits, Limit("peak found", 1, 1, cap)), left_out=())
+        capped.__dict__["table"] = problem.table
+        exact = ExactProblem(capped, exact.constant)
     # presolve off: on the reference plan it took 0.54 of the solve's 0.68 s and found the same optimum (0.14 s)
     found = solve(exact.problem, replace(settings, objective=Objective.FIT, dump_model=None, presolve=False),
                   prepared.options.solver, progress)

@@ -20,13 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ipuplan.facts.plan_exchange import plan_exchange
-from ipuplan.plan.format import Plan
-from ipuplan.replan.options import EXACT_AUTO_CANDIDATES, ExactExchange, OptimizeOptions
-from ipuplan.replan.pipeline import BudgetConflict, Prepared, exact_at, exact_choice, explain_run, prepare
-from ipuplan.replan.rewrite import rewrite
 from ipuplan.model.exact import exact_problem
 from ipuplan.model.objective import Objective
 from ipuplan.model.problem import Problem, alive_within
+from ipuplan.plan.format import Plan
+from ipuplan.replan.options import OptimizeOptions
+from ipuplan.replan.pipeline import BudgetConflict, Prepared, exact_at, exact_choice, exact_wanted, explain_run, prepare
+from ipuplan.replan.rewrite import rewrite
 from ipuplan.solvers import FrontPoint, SolverSettings, SolveStatus, pareto_front, solve
 
 KIB = 1024
@@ -55,7 +55,8 @@ class Sweep:
     input_exchange: int
     """The input plan's exact exchange."""
     input_model_exchange: int
-    """The model's figure of the input: its exact exchange (the model prices the same definition)."""
+    """The model's figure of the input: its exact exchange (the model prices the same definition), or the proxy's where
+    the front is the proxy's walk."""
     points: tuple[SweepPoint, ...]
     complete: bool
     """The front was walked to its least-exchange end (not cut short by --points or a time limit)."""
@@ -117,7 +118,8 @@ def sweep(plan: Plan, options: OptimizeOptions | None = None, *, max_points: int
             on_point(point)
     exact = [point_exchange(prepared, point) for point in front]
     input_exchange = plan_exchange(plan, prepared.facts).total
-    return Sweep(options.scope.value, prepared.facts.estimate.raw_peak, input_exchange, input_exchange,
+    input_model = input_exchange if front is not walked else problem.exchange_of(problem.input_choice)
+    return Sweep(options.scope.value, prepared.facts.estimate.raw_peak, input_exchange, input_model,
                  sweep_points(front, exact, input_exchange), complete, time.perf_counter() - started,
                  problem.fingerprint(), prepared)
 
@@ -134,7 +136,7 @@ def first_point(problem: Problem, settings: SolverSettings, options: OptimizeOpt
                       solved.status == SolveStatus.OPTIMAL, time.perf_counter() - began)
 
 
-EXACT_SHARE = 0.2
+POINT_EXACT_SHARE = 0.2
 """Of the per-point time limit, the exact exchange's solve at each walked peak (the walk has the whole of it): a
 front of the reference plan walks some 50 peaks, and at higher peaks more candidates are alive and fewer proofs
 come, so the whole limit at each took the sweep past ten minutes."""
@@ -146,17 +148,17 @@ def exact_front(prepared: Prepared, walked: list[FrontPoint], settings: SolverSe
     points whose exact exchange no smaller peak already beats. None where the options leave the exact exchange out
     (`--exact-exchange never`, or `auto` with more than EXACT_AUTO_CANDIDATES candidates alive at the highest peak)."""
     wanted, problem = prepared.options.exact_exchange, prepared.problem
-    if not walked or wanted == ExactExchange.NEVER:
+    if not walked:
         return None
     alive = alive_within(problem, max(p.peak for p in walked))
-    if wanted == ExactExchange.AUTO and int(sum(mask.sum() for mask in alive)) > EXACT_AUTO_CANDIDATES:
+    if not exact_wanted(wanted, alive)[0]:
         return None
     front: list[FrontPoint] = []
     # priced once, for every candidate alive at the highest peak walked; each lower peak forbids more of them
     priced = exact_problem(prepared.facts, prepared.space, problem, alive)
     for point in walked:
         began = time.perf_counter()
-        exact, found = exact_at(prepared, point.peak, replace(settings, time_limit=settings.time_limit * EXACT_SHARE),
+        exact, found = exact_at(prepared, point.peak, replace(settings, time_limit=settings.time_limit * POINT_EXACT_SHARE),
                                 priced=priced)
         choice, proven = exact_choice(exact, point.choice, found)
         problem = exact.problem

@@ -250,7 +250,8 @@ def _unpriced_row(result) -> list[tuple[str, str, str]]:
 
 
 def _proxy_row(result) -> list[tuple[str, str, str]]:
-    """The optimiser's proxy, where it chose by it (no exact exchange stage ran: best effort, or no fitting plan)."""
+    """The optimiser's proxy, where it chose by it (no exact stage ran: best effort, no fitting plan, `--exact-exchange
+    never` or `auto` left it out)."""
     if result.exact:
         return []
     return [("model's exchange proxy", f"{result.model_exchange_before:,}", f"{result.model_exchange_after:,}")]
@@ -410,8 +411,8 @@ def _exchange_fields(result) -> dict:
 
 
 def sweep_table(sweep) -> Table:
-    """The peak / exchange front, smallest peak first: each point's exact exchange (its plan's, and the model's by
-    which the front is walked) and what each KiB of peak saved costs in it."""
+    """The peak / exchange front, smallest peak first: each point's exact exchange (its plan's, and the model's) and
+    what each KiB of peak saved costs in it."""
     end = "to the least exchange" if sweep.complete else "cut short (--points or time)"
     table = Table(title=f"ipuplan sweep ({sweep.scope}): {len(sweep.points)} points, {end}")
     for name in ("#", "raw peak", "exchange bytes", "exchange added", "exchange per KiB saved", "model's exchange",

@@ -203,10 +203,10 @@ def test_a_registered_backend_solves_by_name(stub):
 def test_a_registered_backend_optimises_a_plan(stub, reference_plan):
     result = ipuplan.optimize(reference_plan, solver="stub", workers=1)
     assert result.options.solver.value == "stub"
-    # the plan's problem (a cap left Gemm splits out: the bound over the whole scope is the relaxation's, here its
-    # per-row floor already, so the backend is not asked to solve it), then the exact exchange at the peak found:
-    # pairwise costs, a cap on the peak, nothing left out
-    assert stub[0].left_out and not stub[0].edges and len(stub) == 2
+    # the plan's problem without the Gemm splits a cap left out (none of them can beat the constructive choice's
+    # peak: the relaxation's per-row floor already reaches it), then the exact exchange at the peak found: pairwise
+    # costs, a cap on the peak, nothing left out
+    assert not stub[0].left_out and not stub[0].edges and len(stub) == 2
     assert stub[1].edges and not stub[1].left_out and stub[1].limits[-1].bytes == result.after.raw_peak
     assert result.status.value == "optimal" and result.solve.left_out > 0
     first, exact = construct(stub[0]), construct(stub[1], Objective.FIT)

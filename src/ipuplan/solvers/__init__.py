@@ -21,6 +21,7 @@ import numpy as np
 from ipuplan.model.objective import Objective
 from ipuplan.model.problem import Problem, alive_left_out
 from ipuplan.solvers.result import FrontPoint, Progress, SolveResult, SolverSettings, SolveStatus, model_size
+from ipuplan.solvers.construct import construct
 from ipuplan.solvers.windows import whole_scope, whole_scope_fit
 
 SolveFunction = Callable[[Problem, SolverSettings, Progress | None], SolveResult]
@@ -67,7 +68,8 @@ def solve(problem: Problem, settings: SolverSettings, backend: str | Backend = B
 
 
 WIDEN_SHARE = 0.4
-"""Of the time limit, the second solve's share when choices a cap left out may beat the first solve's peak."""
+"""Of the time limit, the second solve's share when no constructive choice meets the budgets and choices a cap left
+out may beat the first solve's peak."""
 
 
 class Widenable(Protocol):
@@ -84,13 +86,52 @@ W = TypeVar("W", bound=Widenable)
 
 def solve_space(start: W, settings: SolverSettings, backend: str | Backend = Backend.CPSAT,
                 progress: Progress | None = None) -> tuple[W, SolveResult]:
-    """`solve` the problem; when choices a cap left out of the candidates may still beat the peak found
-    (`feasible` with `left_out`), solve once more with them among the candidates, so that a better split outside
-    the cap is found rather than only admitted. Returns what the result's choice indexes (the wider problem after
-    a second solve) and the better result; the first solve then has WIDEN_SHARE less of the time limit."""
+    """`solve` the problem, and when a cap left choices out of its candidates, over every one of them that may beat
+    a peak already known, so that a better split outside the cap is found rather than only admitted. The peak known
+    is the constructive choice's (`construct`); the choices that cannot beat it (`alive_left_out`) stay out, and the
+    solve's bound, capped at that peak, covers the whole scope: one solve. Where the constructive choice breaks a
+    budget, the first solve finds the peak to beat and a second one (WIDEN_SHARE of the time limit) widens.
+    Returns what the result's choice indexes (the wider problem after widening) and the result."""
     problem = start.problem
     if not problem.left_out or settings.objective != Objective.PEAK:
         return start, solve(problem, settings, backend, progress)
+    known = constructed_peak(problem)
+    if known is None:
+        return _solved_twice(start, settings, backend, progress)
+    alive = alive_left_out(problem, known)
+    relaxed = problem.relaxation(alive)
+    if relaxed is None or relaxed.lower_bound() >= known:  # no left-out choice beats the constructive peak
+        counted = int(sum(mask.sum() for mask in alive.values()))
+        return start, _capped(solve(replace(problem, left_out=()), settings, backend, progress), known, counted)
+    wider = start.widened(alive)
+    return wider, _capped(solve(replace(wider.problem, left_out=()), settings, backend, progress), known, 0)
+
+
+def constructed_peak(problem: Problem) -> int | None:
+    """The peak of the constructive choice, or of the input where it is smaller, of those that meet the budgets
+    (None: neither does)."""
+    peaks = [problem.usage(choice).peak for choice in (construct(problem), problem.input_choice)
+             if not problem.usage(choice).violation(problem.limits) and not problem.forbidden_in(choice)]
+    return min(peaks, default=None)
+
+
+def _capped(result: SolveResult, known: int, counted: int) -> SolveResult:
+    """A solve over the candidates and the left-out choices that may beat `known`, as the whole scope's: every other
+    choice has a peak of at least `known`, so the bound is at most that, and "optimal" holds only where it still
+    reaches the peak found. `counted`: the left-out choices still out that the bound counted (`SolveResult.left_out`)."""
+    if result.status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
+        return replace(result, left_out=counted)
+    bound = min(result.bound, known)
+    return replace(result, bound=bound, status=SolveStatus.OPTIMAL if bound >= result.peak else SolveStatus.FEASIBLE,
+                   left_out=counted)
+
+
+def _solved_twice(start: W, settings: SolverSettings, backend: str | Backend,
+                  progress: Progress | None) -> tuple[W, SolveResult]:
+    """`solve_space` with no budget-meeting choice known: the first solve (whose bound covers the whole scope,
+    `whole_scope`) finds the peak to beat, and when left-out choices may still beat it, a second solve has them
+    among the candidates; the first has WIDEN_SHARE less of the time limit."""
+    problem = start.problem
     started = time.perf_counter()
     first = solve(problem, replace(settings, time_limit=settings.time_limit * (1 - WIDEN_SHARE)), backend, progress)
     if first.status != SolveStatus.FEASIBLE or not first.left_out:

@@ -78,6 +78,7 @@ class GroupRows:
         self.order = np.argsort(groups, kind="stable")
         self.bounds = np.searchsorted(groups[self.order], np.arange(problem.groups + 1))
         self.built: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self.flat: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def of(self, g: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(rows, standard rows x candidates, interleaved rows x candidates) of group `g`."""
@@ -86,6 +87,15 @@ class GroupRows:
             at = self.table.start[self.table.term[occurrences]][:, None] + np.arange(self.counts[g])
             self.built[g] = (self.table.row[occurrences], self.table.standard[at], self.table.interleaved[at])
         return self.built[g]
+
+    def by_candidate(self, g: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(standard, interleaved bytes per candidate x row, laid flat candidate by candidate; per entry its row's
+        position among the group's rows) of group `g`: what the repair scores, built once."""
+        if g not in self.flat:
+            _, standard, interleaved = self.of(g)
+            rows, count = standard.shape
+            self.flat[g] = (standard.T.ravel(), interleaved.T.ravel(), np.tile(np.arange(rows), count))
+        return self.flat[g]
 
 
 def changed_costs(problem: Problem) -> list[np.ndarray]:
@@ -191,35 +201,57 @@ class Standing:
         """(total excess, peak, rows at the peak): what a move must lower."""
         return self.excess, int(self.values[-1]), int(self.counts[-1])
 
-    def top_without(self, rows: np.ndarray) -> tuple[int, int]:
-        """The highest total of the rows not in `rows`, and how many rows reach it (-1, 0 when none is left)."""
-        taken: dict[int, int] = {}
-        for value in self.total[rows].tolist():
-            taken[value] = taken.get(value, 0) + 1
-        for k in range(len(self.values) - 1, -1, -1):
-            left = int(self.counts[k]) - taken.get(int(self.values[k]), 0)
-            if left:
-                return int(self.values[k]), left
-        return -1, 0
+
+def _tops_without(standing: Standing, totals: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per group (its rows' `totals` end to end, each group's first at `offsets`): the highest total of the rows
+    not its own and how many rows reach it (-1, 0 when none is left). The distinct totals are looked at from the
+    highest down, for all groups at once, until each has rows left outside its own."""
+    top = np.full(len(offsets), -1, dtype=np.int64)
+    left = np.zeros(len(offsets), dtype=np.int64)
+    open_ = np.ones(len(offsets), dtype=bool)
+    for k in range(len(standing.values) - 1, -1, -1):
+        value = standing.values[k]
+        outside = standing.counts[k] - np.add.reduceat(totals == value, offsets)
+        found = open_ & (outside > 0)
+        top[found], left[found] = value, outside[found]
+        open_ &= ~found
+        if not open_.any():
+            break
+    return top, left
 
 
-def _scores(problem: Problem, group: tuple[np.ndarray, np.ndarray, np.ndarray], current: int, standard: np.ndarray,
+def _scores(problem: Problem, index: GroupRows, groups: list[int], choice: list[int], standard: np.ndarray,
             interleaved: np.ndarray, standing: Standing) -> np.ndarray:
-    """Per candidate of the group: (total excess, peak, rows at that peak) after switching it there, as rows."""
-    rows, group_standard, group_interleaved = group
-    new_std = standard[rows][:, None] - group_standard[:, [current]] + group_standard
-    new_il = interleaved[rows][:, None] - group_interleaved[:, [current]] + group_interleaved
+    """Per candidate of each of `groups` in turn (a column each): (total excess, peak, rows at that peak) after
+    switching that group there, every group's candidates scored in one numpy pass over the rows they touch."""
+    parts = [index.of(g) for g in groups]
+    lengths = np.array([len(rows) for rows, _, _ in parts], dtype=np.int64)
+    counts = np.array([block.shape[1] for _, block, _ in parts], dtype=np.int64)
+    offsets = np.cumsum(lengths) - lengths
+    rows = np.concatenate([rows for rows, _, _ in parts])
+    # per (group, row): the row's bytes without the group's current pick
+    base_std = standard[rows] - np.concatenate([s[:, choice[g]] for g, (_, s, _) in zip(groups, parts)])
+    base_il = interleaved[rows] - np.concatenate([i[:, choice[g]] for g, (_, _, i) in zip(groups, parts)])
+    # per (group, candidate, row), candidate-major within each group: one segment per (group, candidate)
+    flat = [index.by_candidate(g) for g in groups]
+    at = np.concatenate([position for _, _, position in flat]) + np.repeat(offsets, lengths * counts)
+    new_std = base_std[at] + np.concatenate([s for s, _, _ in flat])
+    new_il = base_il[at] + np.concatenate([i for _, i, _ in flat])
     new_total = new_std + new_il
-    top, at_top = standing.top_without(rows)
-    peak = np.maximum(top, new_total.max(axis=0, initial=-1))
-    at_peak = np.where(peak == top, at_top, 0) + (new_total >= peak[None, :]).sum(axis=0)
-    violation = standing.excess - int(standing.over[rows].sum()) + Usage(new_std, new_il).excess(problem.limits).sum(axis=0)
+    segment_lengths = np.repeat(lengths, counts)
+    starts = np.cumsum(segment_lengths) - segment_lengths
+    top, at_top = (np.repeat(figure, counts) for figure in _tops_without(standing, standing.total[rows], offsets))
+    peak = np.maximum(top, np.maximum.reduceat(new_total, starts))
+    at_peak = np.where(peak == top, at_top, 0) + np.add.reduceat(new_total >= np.repeat(peak, segment_lengths), starts)
+    outside = standing.excess - np.repeat(np.add.reduceat(standing.over[rows], offsets), counts)
+    violation = outside + np.add.reduceat(Usage(new_std, new_il).excess(problem.limits), starts)
     return np.stack([violation, peak, at_peak])
 
 
 def repair(problem: Problem, choice: list[int], index: GroupRows, moves: int = MOVES) -> list[int]:
     """Greedy single switches off the focus row (while a forbidden pick is left, off the groups it involves) while
-    (forbidden picks, excess, peak, rows at the peak) strictly drops."""
+    (forbidden picks, excess, peak, rows at the peak) strictly drops: the first group's first candidate of the
+    least such key."""
     choice = list(choice)
     usage = problem.usage(choice)
     standard, interleaved = usage.standard.copy(), usage.interleaved.copy()
@@ -229,20 +261,21 @@ def repair(problem: Problem, choice: list[int], index: GroupRows, moves: int = M
         standing = Standing(problem, standard, interleaved)
         focus = int(np.argmax(standing.over)) if standing.excess else int(np.argmax(standing.total))
         groups = pairing.picks(choice)[1] if forbidden else [g for g, _, _ in problem.rows[focus].terms]
-        best = ((forbidden, *standing.key) if pairing.priced else standing.key, None)
-        for g in groups:
-            scores = _scores(problem, index.of(g), choice[g], standard, interleaved, standing)
-            if pairing.priced:  # forbidden picks after each switch come first
-                after = forbidden - pairing.at(g, choice) + pairing.forbidden(g, choice)
-                scores = np.vstack([np.broadcast_to(after, scores.shape[1]), scores])
-            c = int(np.lexsort(scores[::-1])[0])
-            key = tuple(int(x) for x in scores[:, c])
-            if key < best[0]:
-                best = (key, (g, c))
-        if best[1] is None:
+        if not groups:
             break
-        g, c = best[1]
-        forbidden = best[0][0] if pairing.priced else 0
+        scores = _scores(problem, index, groups, choice, standard, interleaved, standing)
+        owner = np.repeat(np.arange(len(groups)), [problem.candidate_counts[g] for g in groups])
+        if pairing.priced:  # forbidden picks after each switch come first
+            after = np.concatenate([np.broadcast_to(forbidden - pairing.at(g, choice) + pairing.forbidden(g, choice),
+                                                    problem.candidate_counts[g]) for g in groups])
+            scores = np.vstack([after, scores])
+        best = int(np.lexsort(scores[::-1])[0])
+        key = tuple(int(x) for x in scores[:, best])
+        if key >= ((forbidden, *standing.key) if pairing.priced else standing.key):
+            break
+        g = groups[int(owner[best])]
+        c = best - int(np.searchsorted(owner, owner[best]))
+        forbidden = key[0] if pairing.priced else 0
         rows, group_standard, group_interleaved = index.of(g)
         standard[rows] += group_standard[:, c] - group_standard[:, choice[g]]
         interleaved[rows] += group_interleaved[:, c] - group_interleaved[:, choice[g]]

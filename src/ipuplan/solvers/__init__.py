@@ -95,6 +95,7 @@ def solve_space(start: W, settings: SolverSettings, backend: str | Backend = Bac
     problem = start.problem
     if not problem.left_out or settings.objective != Objective.PEAK:
         return start, solve(problem, settings, backend, progress)
+    started = time.perf_counter()
     known = constructed_peak(problem)
     if known is None:
         return _solved_twice(start, settings, backend, progress)
@@ -102,9 +103,18 @@ def solve_space(start: W, settings: SolverSettings, backend: str | Backend = Bac
     relaxed = problem.relaxation(alive)
     if relaxed is None or relaxed.lower_bound() >= known:  # no left-out choice beats the constructive peak
         counted = int(sum(mask.sum() for mask in alive.values()))
-        return start, _capped(solve(replace(problem, left_out=()), settings, backend, progress), known, counted)
+        return start, _capped(solve(replace(problem, left_out=()), _left(settings, started), backend, progress), known,
+                              counted)
     wider = start.widened(alive)
-    return wider, _capped(solve(replace(wider.problem, left_out=()), settings, backend, progress), known, 0)
+    return wider, _capped(solve(replace(wider.problem, left_out=()), _left(settings, started), backend, progress), known,
+                          0)
+
+
+def _left(settings: SolverSettings, started: float) -> SolverSettings:
+    """The settings with what the time limit leaves after `started` (at least its tenth); deterministic units whole."""
+    if settings.deterministic:
+        return settings
+    return replace(settings, time_limit=max(settings.time_limit - (time.perf_counter() - started), settings.time_limit / 10))
 
 
 def constructed_peak(problem: Problem) -> int | None:

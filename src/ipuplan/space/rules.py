@@ -41,6 +41,8 @@ class Context:
     that stays live past the kernel, as a loop body's bias does: `facts.elementwise_families`)."""
     live_roots: frozenset[int]
     """Storage live at some step: a value whose root is not among them takes no memory anywhere."""
+    movers: frozenset[int]
+    """Steps that only move data (`Operation.is_mover`): read once per plan, not once per group that touches them."""
     cache: dict = field(default_factory=dict, compare=False, repr=False)
     """What a level derives once per context for equal structures (a family's promoted candidates)."""
 
@@ -67,9 +69,10 @@ def context_of(facts: PlanFacts) -> Context:
         for kernel in family.kernels:
             for value_id in kernel.possible:
                 unshown[value_id].add(kernel.step)
-    live_roots = frozenset(v for step in plan.steps for v in step.live)
+    live_roots = frozenset(v for v, step in enumerate(facts.live.first) if step >= 0)
+    movers = frozenset(step.index for step in plan.steps if step.parsed_operation.is_mover)
     return Context(facts, layout_groups(facts), unknown_of, first,
-                   {v: tuple(sorted(steps)) for v, steps in unshown.items()}, live_roots)
+                   {v: tuple(sorted(steps)) for v, steps in unshown.items()}, live_roots, movers)
 
 
 def layout_groups(facts: PlanFacts) -> tuple[LayoutGroup, ...]:
@@ -124,10 +127,9 @@ def freeze_reason(context: Context, members: LayoutGroup, kernel_steps: frozense
         if unread is not None:
             return unread
     for step in readers + writers:
-        operation = plan.steps[step].parsed_operation
-        if not operation.is_mover and step not in kernel_steps:
+        if step not in context.movers and step not in kernel_steps:
             kind = Freeze.READ_BY_KERNEL if step in readers else Freeze.WRITTEN_BY_KERNEL
-            return FreezeReason(kind, step, operation.kind)
+            return FreezeReason(kind, step, plan.steps[step].parsed_operation.kind)
     if not kernel_steps and any(m in facts.amp_aligned for m in members):
         return FreezeReason(Freeze.AMP_ALIGNED)
     return None

@@ -17,6 +17,7 @@ import numpy as np
 
 from ipuplan.errors import IpuplanError
 from ipuplan.facts.plan_facts import PlanFacts
+from ipuplan.plan.format import gc_paused
 from ipuplan.space.levels import attention, elementwise, gemm
 from ipuplan.space.levels.attention import attention_level
 from ipuplan.space.levels.classes import class_level
@@ -142,6 +143,12 @@ def candidate_space(
     `keep_classes` leaves out the level that changes only a value's memory class.
     """
     scope = scope_named(scope)
+    with gc_paused():  # a large plan's space is hundreds of thousands of small objects, and no garbage
+        return _space(facts, scope, pinned, keep_classes)
+
+
+def _space(facts: PlanFacts, scope: Scope, pinned: frozenset[int], keep_classes: bool) -> CandidateSpace:
+    """`candidate_space` of a scope already named: each level deciding about the groups the ones before it left."""
     context = context_of(facts)
     pins = pinned_level(pinned)
     remaining = context.groups

@@ -35,7 +35,7 @@ from ipuplan.plan.layout import AxisTiling, Layout, ceil_div
 from ipuplan.space import rules
 from ipuplan.space.levels.gemm import MAX_SPLITS, SplitSearch, pareto_front, split_grid
 from ipuplan.space.levels.storage import partition_options
-from ipuplan.space.types import Candidate, Decisions, FreeGroup
+from ipuplan.space.types import Candidate, Decisions, FreeGroup, LeftOut
 
 KIND = "elementwise"
 """The kind of the free groups this level makes (their left-out splits are promoted by `promote`)."""
@@ -229,14 +229,48 @@ def _parts(context: rules.Context, family: ElementwiseFamily, group_of: dict[int
     return _Parts(members, rules.moved_tensors(context.facts, members), ratios)
 
 
-def family_group(context: rules.Context, family: ElementwiseFamily,
-                 group_of: dict[int, rules.LayoutGroup]) -> FreeGroup | None:
+def family_group(context: rules.Context, family: ElementwiseFamily, group_of: dict[int, rules.LayoutGroup],
+                 cache: dict) -> FreeGroup | None:
     """The family as one free group (the input first, then its other splits, and the splits a cap left out), or
-    None when it cannot change."""
-    facts = context.facts
+    None when it cannot change.
+
+    `cache` maps a family's signature to its candidates and left-out splits (steps relative to its first kernel),
+    so repeated layers and unrolled copies derive them once.
+    """
     parts = _parts(context, family, group_of)
     if parts is None:
         return None
+    start = _first_step(family)
+    key = _signature(context.facts, family, parts)
+    if key not in cache:
+        cache[key] = _choices(context.facts, family, parts)
+    found = cache[key]
+    if found is None:
+        return None
+    candidates, left_out = found
+    return FreeGroup(parts.members, tuple(c.shifted(start) for c in candidates), input_index=0, kind=KIND,
+                     left_out=None if left_out is None else left_out.shifted(start))
+
+
+def _first_step(family: ElementwiseFamily) -> int:
+    """The step a family's cached candidates are relative to: equal families at other steps shift them along."""
+    return family.kernels[0].step
+
+
+def _signature(facts: PlanFacts, family: ElementwiseFamily, parts: _Parts) -> tuple:
+    """Everything a free family's candidates depend on, with steps relative to its first kernel: each member's
+    sizing and part in the family, the family's shape and rules, its scratch ratios and movers."""
+    members = parts.members
+    places = tuple((family.roles.get(m), m in family.members, m == family.template) for m in members)
+    return (rules.family_key(facts, members, members, {m: m for m in members}, parts.ratios,
+                             _first_step(family), parts.moved),
+            places, family.shape, family.broadcast, family.rows_whole)
+
+
+def _choices(facts: PlanFacts, family: ElementwiseFamily,
+             parts: _Parts) -> tuple[tuple[Candidate, ...], LeftOut | None] | None:
+    """The family's candidates (the input first) and the splits their cap left out, with steps relative to its
+    first kernel; None when no other split is kept."""
     members, moved, ratios = parts.members, parts.moved, parts.ratios
     values = facts.plan.values
     layouts = tuple(values[m].parsed_layout for m in members)
@@ -249,7 +283,9 @@ def family_group(context: rules.Context, family: ElementwiseFamily,
         return None
     left_out = rules.left_out_of(facts, members, {m: m for m in members}, tuple(search.left_out), search.shards,
                                  ratios, None)
-    return FreeGroup(members, (original, *others), input_index=0, kind=KIND, left_out=left_out)
+    start = _first_step(family)
+    return (tuple(c.shifted(-start) for c in (original, *others)),
+            None if left_out is None else left_out.shifted(-start))
 
 
 def promote(context: rules.Context, members: rules.LayoutGroup, splits) -> tuple[Candidate, ...]:
@@ -264,10 +300,10 @@ def promote(context: rules.Context, members: rules.LayoutGroup, splits) -> tuple
 def elementwise_level(context: rules.Context, groups: tuple[rules.LayoutGroup, ...]) -> Decisions:
     """Every element-wise family whose groups are all unclaimed and that may change: one free group each."""
     group_of = {m: group for group in groups for m in group}
-    free = []
+    free, cache = [], {}
     for family in context.facts.elementwise:
         if all(m in group_of for m in family.members):
-            group = family_group(context, family, group_of)
+            group = family_group(context, family, group_of, cache)
             if group is not None:
                 free.append(group)
     return Decisions(free=tuple(free))

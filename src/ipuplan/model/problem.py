@@ -14,7 +14,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, replace
 from functools import cached_property
-from itertools import chain
+from itertools import chain, compress
+from operator import itemgetter
 
 import numpy as np
 
@@ -134,31 +135,19 @@ class TermTable:
 def term_table(rows: tuple[StepRow, ...]) -> TermTable:
     """The rows' terms, equal ones (by content) stored once, numbered by first occurrence. The occurrences are
     laid flat by identity in C loops (IOPDDL's largest instances hold 54 M of them, a few thousand distinct
-    objects); only the distinct term objects are looked at in Python."""
+    objects); so are the distinct term objects, by their group and arrays (a relaxation's rows are new term
+    objects over mostly shared arrays); only distinct arrays are looked at in Python."""
     lengths = np.fromiter(map(len, (row.terms for row in rows)), dtype=np.int64, count=len(rows))
-    flat = list(chain.from_iterable(row.terms for row in rows))
-    identities = np.fromiter(map(id, flat), dtype=np.int64, count=len(flat))
-    del flat
-    objects, first, inverse = np.unique(identities, return_index=True, return_inverse=True)
-    del identities, objects
-    by_identity: dict[tuple[int, int, int], int] = {}
-    by_content: dict[tuple[int, bytes, bytes], int] = {}
-    distinct: list[tuple[int, np.ndarray, np.ndarray]] = []
+    identities = np.fromiter(map(id, _occurrences(rows)), dtype=np.int64, count=int(lengths.sum()))
+    _, first, inverse = np.unique(identities, return_index=True, return_inverse=True)
+    del identities
     order = np.argsort(first, kind="stable")
+    picked = np.zeros(len(inverse), dtype=bool)
+    picked[first] = True  # no list of every occurrence: 54 M of them take 432 MB
+    objects = list(compress(_occurrences(rows), picked.tobytes()))  # each distinct object, by first occurrence
+    numbers, distinct = _content_numbers(objects)
     number = np.empty(len(first), dtype=np.int64)
-    starts = np.cumsum(lengths) - lengths
-    owner = np.repeat(np.arange(len(rows)), lengths)
-    for k in order.tolist():
-        at = int(first[k])
-        g, s, i = rows[int(owner[at])].terms[at - int(starts[owner[at]])]
-        key = (g, id(s), id(i))
-        t = by_identity.get(key)
-        if t is None:
-            t = by_content.setdefault((g, s.tobytes(), i.tobytes()), len(distinct))
-            if t == len(distinct):
-                distinct.append((g, s, i))
-            by_identity[key] = t
-        number[k] = t
+    number[order] = numbers
     counts = [len(s) for _, s, _ in distinct]
     empty = np.zeros(0, dtype=np.int64)
     return TermTable(
@@ -166,9 +155,33 @@ def term_table(rows: tuple[StepRow, ...]) -> TermTable:
         start=np.cumsum([0, *counts[:-1]], dtype=np.int64) if distinct else empty,
         standard=np.concatenate([s for _, s, _ in distinct]).astype(np.int64) if distinct else empty,
         interleaved=np.concatenate([i for _, _, i in distinct]).astype(np.int64) if distinct else empty,
-        row=owner, term=number[inverse.reshape(-1)] if len(number) else empty,
+        row=np.repeat(np.arange(len(rows)), lengths), term=number[inverse.reshape(-1)] if len(number) else empty,
         constant_standard=np.array([row.standard for row in rows], dtype=np.int64),
         constant_interleaved=np.array([row.interleaved for row in rows], dtype=np.int64))
+
+
+def _occurrences(rows: tuple[StepRow, ...]):
+    return chain.from_iterable(row.terms for row in rows)
+
+
+def _content_numbers(objects: list[tuple[int, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, list]:
+    """Per term object, the number of its content (by first occurrence), and per number its first object. Objects
+    of one group over the same two arrays are one content without a look at the arrays."""
+    group = np.fromiter(map(itemgetter(0), objects), dtype=np.int64, count=len(objects))
+    standard, interleaved = (np.fromiter(map(id, map(itemgetter(k), objects)), dtype=np.int64, count=len(objects))
+                             for k in (1, 2))
+    order = np.lexsort((interleaved, standard, group))  # stable: the first of equal ones leads them
+    new = np.ones(len(order), dtype=bool)
+    new[1:] = (np.diff(group[order]) != 0) | (np.diff(standard[order]) != 0) | (np.diff(interleaved[order]) != 0)
+    leader = np.empty(len(order), dtype=np.int64)
+    leader[order] = order[np.flatnonzero(new)][np.cumsum(new) - 1]
+    leaders = np.flatnonzero(leader == np.arange(len(order)))  # ascending: by first occurrence
+    by_content: dict[tuple[int, bytes, bytes], int] = {}
+    content = np.fromiter((by_content.setdefault((g, s.tobytes(), i.tobytes()), len(by_content))
+                           for g, s, i in map(objects.__getitem__, leaders.tolist())), dtype=np.int64,
+                          count=len(leaders))
+    firsts = np.unique(content, return_index=True)[1]
+    return content[np.searchsorted(leaders, leader)], [objects[k] for k in leaders[firsts].tolist()]
 
 
 @dataclass(frozen=True, eq=False)

@@ -8,15 +8,17 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
 from math import prod
+from operator import attrgetter
 
 import numpy as np
 
-from ipuplan.facts.attention_families import attention_problems
+from ipuplan.facts.attention_families import AttentionFamily, attention_problems
 from ipuplan.facts.dataflow import Dataflow
 from ipuplan.facts.estimate import Estimate
-from ipuplan.facts.gemm_families import family_problems, sum_scratch
+from ipuplan.facts.gemm_families import KernelFamily, family_problems, sum_scratch
+from ipuplan.facts.plan_exchange import sorted_unique
 from ipuplan.facts.plan_facts import PlanFacts, plan_facts
-from ipuplan.plan.format import Plan, Value
+from ipuplan.plan.format import Plan, Step, Value
 from ipuplan.plan.layout import STANDARD, Layout, padding_problem_of, parse_layout
 
 
@@ -66,7 +68,7 @@ def placement_problem(layout: Layout, chip_tiles: int) -> str | None:
         return None
     if max(sum((p - 1) * s for p, s in placed), 0) >= layout.tile_count:
         return f"tile strides place a shard beyond tile {layout.tile_count - 1}"
-    if len(np.unique(shard_offsets(placed))) != prod(p for p, _ in placed):
+    if len(sorted_unique(shard_offsets(placed))) != prod(p for p, _ in placed):
         return "tile strides put two shards on one tile"
     return None
 
@@ -85,17 +87,24 @@ def _placement_problem_of_text(layout: str, chip_tiles: int) -> str | None:
     return placement_problem(parse_layout(layout), chip_tiles)
 
 
+SIZE_FIELDS = ("shard_bytes", "aligned_bytes", "bytes")
+_sizes = attrgetter(*SIZE_FIELDS)
+"""A value's stored sizes, or an estimate's, at once: most of a plan's agree, and then no field is compared alone."""
+
+
 def _value_mismatches(value: Value, expected, chip_tiles: int) -> list[Mismatch]:
-    where = f"value {value.id} ({value.name})"
-    found = [
-        Mismatch(MismatchKind.VALUE_BYTES, where, field, getattr(value, field), getattr(expected, field))
-        for field in ("shard_bytes", "aligned_bytes", "bytes")
-        if getattr(value, field) != getattr(expected, field)
-    ]
+    found = []
+    if _sizes(value) != _sizes(expected):
+        found = [Mismatch(MismatchKind.VALUE_BYTES, _where(value), field, stored, computed)
+                 for field, stored, computed in zip(SIZE_FIELDS, _sizes(value), _sizes(expected)) if stored != computed]
     problem = _placement_problem_of_text(value.layout, chip_tiles) or padding_problem_of(value.layout, tuple(value.shape))
     if problem:
-        found.append(Mismatch(MismatchKind.LAYOUT, where, "layout", rule=problem))
+        found.append(Mismatch(MismatchKind.LAYOUT, _where(value), "layout", rule=problem))
     return found
+
+
+def _where(value: Value) -> str:
+    return f"value {value.id} ({value.name})"
 
 
 def _scratch_mismatches(plan: Plan, result: Estimate, flow: Dataflow) -> list[Mismatch]:
@@ -140,12 +149,52 @@ def _top_level_mismatches(plan: Plan, result: Estimate) -> list[Mismatch]:
 
 
 def _family_mismatches(facts: PlanFacts) -> list[Mismatch]:
-    """Gemm families whose layouts, operation string or Sum scratch disagree with one split."""
+    """Gemm families whose layouts, operation string or Sum scratch disagree with one split.
+
+    A large plan repeats a few dozen families thousands of times: a family alike (`_family_key`) to one found
+    consistent is consistent too. Problems name values, so a family that has some is always checked itself.
+    """
     plan = facts.plan
-    plain = [(family.gemm_step, problem) for family in facts.families for problem in family_problems(plan, family)]
-    heads = [(family.gemm_step, problem) for family in facts.attention for problem in attention_problems(plan, family)]
+    consistent: set[tuple] = set()
+
+    def problems(family, find) -> list[str]:
+        key = _family_key(plan, family)
+        if key in consistent:
+            return []
+        found = find(plan, family)
+        if not found:
+            consistent.add(key)
+        return found
+
+    plain = [(family.gemm_step, problem) for family in facts.families for problem in problems(family, family_problems)]
+    heads = [(family.gemm_step, problem) for family in facts.attention
+             for problem in problems(family, attention_problems)]
     return [Mismatch(MismatchKind.GEMM_FAMILY, f"step {step}", "Gemm family", rule=problem)
             for step, problem in plain + heads]
+
+
+def _family_key(plan: Plan, family: KernelFamily | AttentionFamily) -> tuple:
+    """Everything `family_problems` or `attention_problems` reads: the family's roles and axes, and its values and
+    steps by what they hold (layout, shape, precision; operation, scratch) and which of them coincide, not by id."""
+    if isinstance(family, KernelFamily):
+        values = (family.left_source, family.left, family.right, family.partials, family.sum_result)
+        rest = tuple(tuple(sorted(axes.items()))
+                     for axes in (family.left_axes, family.right_axes, family.partial_axes, family.sum_axes))
+    else:
+        values = (family.left, family.right, family.result, family.sum_result)
+        rest = tuple(family.roles[v] for v in family.members)
+    steps = (family.gemm_step, family.sum_step)
+    held = tuple(None if v is None else _value_content(plan.values[v]) for v in values)
+    run = tuple(None if s is None else _step_content(plan.steps[s]) for s in steps)
+    return type(family), rest, held, run, tuple(map(values.index, values)), tuple(map(steps.index, steps))
+
+
+def _value_content(value: Value) -> tuple:
+    return value.layout, tuple(value.shape), value.precision
+
+
+def _step_content(step: Step) -> tuple:
+    return step.operation, step.scratch.standard, step.scratch.interleaved
 
 
 def check(plan: Plan, facts: PlanFacts | None = None) -> list[Mismatch]:
@@ -159,6 +208,9 @@ def check(plan: Plan, facts: PlanFacts | None = None) -> list[Mismatch]:
     for value, expected in zip(plan.values, result.values):
         found += _value_mismatches(value, expected, plan.tile_count)
     for step in plan.steps:
+        usage = step.usage
+        if usage.standard == result.standard[step.index] and usage.interleaved == result.interleaved[step.index]:
+            continue
         for cls, computed in (("standard", result.standard), ("interleaved", result.interleaved)):
             stored = getattr(step.usage, cls)
             if stored != computed[step.index]:

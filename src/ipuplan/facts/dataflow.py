@@ -14,8 +14,11 @@ from math import prod
 
 from ipuplan.facts.liveness import Liveness, liveness
 from ipuplan.plan.format import Plan, Step, Value
+from ipuplan.plan.operation import Operation, parse_operation
 
 BODY_ARGUMENT = " (body argument)"
+SAME_STORAGE_GROUP = "same storage group"
+"""The rule of a conversion's source: not a rule of shapes (`Form`), so compared value by value."""
 INTERMEDIATE_PREFIX = "operation "
 
 
@@ -88,24 +91,30 @@ def is_body_argument(value: Value) -> bool:
 def body_bindings(plan: Plan) -> dict[int, tuple[int, ...]]:
     """Each body argument stands for the values of its `group` (layer 0, layer 1, ...)."""
     by_group: dict[str, list[int]] = {}
+    arguments = []
     for value in plan.values:
         if not value.name.endswith(BODY_ARGUMENT):
             by_group.setdefault(value.group, []).append(value.id)
-    return {v.id: tuple(by_group.get(v.group, ())) for v in plan.values if is_body_argument(v)}
+        elif is_body_argument(value):
+            arguments.append(value)
+    return {v.id: tuple(by_group.get(v.group, ())) for v in arguments}
 
 
-def in_place_results(plan: Plan, live: Liveness, ambiguities: list[Ambiguity]) -> dict[int, list[int]]:
-    """Step -> never-live values named `operation N result 0`, N = the step's source.
+def in_place_results(plan: Plan, live: Liveness, ambiguities: list[Ambiguity],
+                     bindings: dict[int, tuple[int, ...]]) -> dict[int, list[int]]:
+    """Step -> never-live values named `operation N result 0`, N = the step's source (`bindings`: the plan's
+    `body_bindings`, whose body arguments are never results).
 
     Several in-place steps of one source cannot be told apart: each becomes an ambiguity.
     """
     by_name: dict[str, list[int]] = {}
     for value in plan.values:
-        if not live.is_live(value.id) and not is_body_argument(value):
+        if not live.is_live(value.id) and value.id not in bindings:
             by_name.setdefault(value.name, []).append(value.id)
+    in_place = {text: parse_operation(text).is_in_place for text in {step.operation for step in plan.steps}}
     steps_of_source: dict[int, list[Step]] = {}
     for step in plan.steps:
-        if step.parsed_operation.is_in_place:
+        if in_place[step.operation]:
             steps_of_source.setdefault(step.source, []).append(step)
     results: dict[int, list[int]] = {}
     for source, steps in steps_of_source.items():
@@ -128,10 +137,18 @@ class _Inference:
         self.bindings = body_bindings(plan)
         self.ambiguities: list[Ambiguity] = []
         self.written_at: dict[int, int] = {}
-        self.in_place = in_place_results(plan, live, self.ambiguities)
+        self.in_place = in_place_results(plan, live, self.ambiguities, self.bindings)
         self.sharing_storage: dict[int, list[int]] = {}
         for value in plan.values:
             self.sharing_storage.setdefault(value.root, []).append(value.id)
+        # what the rules read of each value, read once from the models
+        self.roots = [value.root for value in plan.values]
+        self.storage_groups = [value.storage_group for value in plan.values]
+        self.names = [value.name for value in plan.values]
+        self.forms, self.form_of = _forms(plan.values)
+        self.judged: dict[tuple, frozenset[int]] = {}
+        """(rule, a form) -> the forms it pairs with that one."""
+        self.operations: dict[str, tuple[str, bool, tuple]] = {}
 
     def readable(self, step: Step, result: int) -> list[int]:
         """Values whose storage is live at `step` and that were written before it, except `result`.
@@ -139,13 +156,27 @@ class _Inference:
         Every value sharing a live root is live here; an alias (an in-place version of its root)
         is readable once written, the root itself always (bound or an input).
         """
-        written_at = self.written_at
+        written_at, sharing, index = self.written_at, self.sharing_storage, step.index
         return [
             v
             for root in step.live
-            for v in self.sharing_storage.get(root, ())
-            if v != result and (v == root or written_at.get(v, -1) < step.index)
+            for v in sharing.get(root, ())
+            if v != result and (v == root or written_at.get(v, -1) < index)
         ]
+
+    def alike(self, same, readable: list[int], result: int) -> list[int]:
+        """The `readable` values that `same` pairs with `result`. A rule of shapes is judged once per pair of forms
+        (a large plan has a few dozen); storage groups are compared value by value."""
+        if same == SAME_STORAGE_GROUP:
+            group, groups = self.storage_groups[result], self.storage_groups
+            return [v for v in readable if groups[v] == group]
+        key = (same, self.form_of[result])
+        pairing = self.judged.get(key)
+        if pairing is None:
+            made = self.forms[key[1]]
+            pairing = self.judged[key] = frozenset(f for f, form in enumerate(self.forms) if same(form, made))
+        form_of = self.form_of
+        return [v for v in readable if form_of[v] in pairing]
 
     def narrow(self, candidates: list[int], *preferences) -> list[int]:
         for prefer in preferences:
@@ -161,43 +192,40 @@ class _Inference:
         unresolved step may have read (they stay frozen), by default any of the result's
         precision and rank.
         """
-        values = self.plan.values
-        readable, made = self.readable(step, result), values[result]
+        readable = self.readable(step, result)
         candidates: list[int] = []
         for same in rules:
-            candidates = self.preferred(step, result, [v for v in readable if same(values[v], made)])
+            candidates = self.preferred(step, result, self.alike(same, readable, result))
             if candidates:
                 break
         if len(candidates) == 1:
             return candidates[0]
         found = ", ".join(map(str, candidates)) or "none"
-        suspects = candidates or self.suspects(step, readable, made, could_be or _same_precision_and_rank)
+        suspects = candidates or self.suspects(step, readable, result, could_be or _same_precision_and_rank)
         self.ambiguities.append(Ambiguity(step.index, f"{label} of value {result}: candidates {found}", (result, *suspects)))
         return None
 
     def preferred(self, step: Step, result: int, candidates: list[int]) -> list[int]:
         """Narrowed to the values dying here, then of the result's name, then inside or outside the loop."""
-        values = self.plan.values
-        in_loop = step.execution_count > 1
+        names, bindings, in_loop = self.names, self.bindings, step.execution_count > 1
         candidates = self.narrow(
             candidates,
             lambda c: c in self.live.dies_at[step.index],
-            lambda c: values[c].name == values[result].name,
-            lambda c: is_body_argument(values[c]) == in_loop,
+            lambda c: names[c] == names[result],
+            lambda c: (c in bindings) == in_loop,  # the body arguments
         )
         return self.latest_versions(candidates)
 
-    def suspects(self, step: Step, readable: list[int], made: Value, could_be) -> list[int]:
-        """The `readable` values the step could have read to make `made` (or, failing a rule, any live value)."""
-        values = self.plan.values
-        alike = [v for v in readable if could_be(values[v], made)]
+    def suspects(self, step: Step, readable: list[int], result: int, could_be) -> list[int]:
+        """The `readable` values the step could have read to make `result` (or, failing a rule, any live value)."""
+        alike = self.alike(could_be, readable, result)
         return sorted(alike) if alike or could_be is not _same_precision_and_rank else list(step.live)
 
     def latest_versions(self, candidates: list[int]) -> list[int]:
         """In-place aliases of one storage are one tensor: keep its most recently written version."""
         latest: dict[int, int] = {}
         for candidate in candidates:
-            root = self.plan.values[candidate].root
+            root = self.roots[candidate]
             current = latest.get(root)
             if current is None or self.written_at.get(candidate, -1) > self.written_at.get(current, -1):
                 latest[root] = candidate
@@ -211,41 +239,40 @@ class _Inference:
         (same storage group); a named parameter first live there is a program input.
         """
         dying = set(self.live.dies_at[step.index])
-        values = self.plan.values
-        read_groups = {values[d].storage_group for d in dying}
+        names, groups = self.names, self.storage_groups
+        read_groups = {groups[d] for d in dying}
         return [
             v
             for v in self.live.born_at[step.index]
-            if values[v].name.startswith(INTERMEDIATE_PREFIX)
-            or (v not in dying and values[v].storage_group in read_groups)
+            if names[v].startswith(INTERMEDIATE_PREFIX) or (v not in dying and groups[v] in read_groups)
         ]
 
     def flow(self, step: Step) -> StepFlow:
-        operation = step.parsed_operation
+        kind, converts, moves = self.operation(step.operation)
         writes = self.results(step)
         dying = [v for v in self.live.dies_at[step.index] if v not in writes]
         in_place = self.in_place.get(step.index, [])
-        releases = tuple(dying) if operation.kind == "Repeat" else ()
+        releases = tuple(dying) if kind == "Repeat" else ()
         reads = set() if releases else set(dying)
-        reads.update(self.plan.values[v].root for v in in_place)
-        if operation.conversion is not None or (operation.kind == "Copy" and not dying):
-            sources = set(self.mover_sources(step, writes))
-            reads = (reads | sources) - {self.plan.values[v].root for v in sources if self.plan.values[v].is_alias}
+        roots = self.roots
+        reads.update(roots[v] for v in in_place)
+        if converts or (kind == "Copy" and not dying):
+            sources = set(self.mover_sources(step, writes, *moves))
+            reads = (reads | sources) - {roots[v] for v in sources if roots[v] != v}
         for value_id in [*writes, *in_place]:
             self.written_at.setdefault(value_id, step.index)
         return StepFlow(step.index, tuple(sorted(reads)), tuple(sorted([*writes, *in_place])), releases)
 
-    def mover_sources(self, step: Step, writes: list[int]) -> Iterable[int]:
-        operation = step.parsed_operation
-        could_be = None
-        if operation.conversion is not None:
-            rules, label = ((lambda a, b: a.storage_group == b.storage_group),), "source"
-        elif operation.has_view:
-            rules, label = (_same_elements_and_precision,), "view source"
-        elif operation.copy_offsets:
-            rules, label = (_slice_of,), "slice source"
-        else:  # a whole copy; failing one of the same shape, a crop of padding along one axis
-            rules, label, could_be = (_same_shape_and_precision, _cropped_on_one_axis), "copy source", _differs_on_one_axis
+    def operation(self, text: str) -> tuple[str, bool, tuple]:
+        """(kind, whether a conversion, `mover_rules`) of an operation, worked out once per distinct text (a large plan
+        repeats a few dozen)."""
+        found = self.operations.get(text)
+        if found is None:
+            operation = parse_operation(text)
+            found = self.operations[text] = operation.kind, operation.conversion is not None, mover_rules(operation)
+        return found
+
+    def mover_sources(self, step: Step, writes: list[int], rules: tuple, label: str, could_be) -> Iterable[int]:
         for result in writes:
             found = self.source_of(step, result, rules, label, could_be)
             if found is not None:
@@ -257,6 +284,18 @@ class _Inference:
         inputs = tuple(v for born in self.live.born_at for v in born if v not in written)
         families = gemm_families(self.plan, steps, self.ambiguities)
         return Dataflow(steps, inputs, self.bindings, tuple(self.ambiguities), families)
+
+
+def mover_rules(operation: Operation) -> tuple[tuple, str, object]:
+    """(rules, label, could_be) of `_Inference.source_of` for a mover's source."""
+    if operation.conversion is not None:
+        return (SAME_STORAGE_GROUP,), "source", None
+    if operation.has_view:
+        return (_same_elements_and_precision,), "view source", None
+    if operation.copy_offsets:
+        return (_slice_of,), "slice source", None
+    # a whole copy; failing one of the same shape, a crop of padding along one axis
+    return (_same_shape_and_precision, _cropped_on_one_axis), "copy source", _differs_on_one_axis
 
 
 def gemm_families(plan: Plan, steps: tuple[StepFlow, ...], ambiguities: list[Ambiguity]) -> tuple[GemmFamily, ...]:
@@ -298,29 +337,44 @@ def _family(plan: Plan, gemm: StepFlow, writer: dict[int, StepFlow], readers: di
     )
 
 
-def _same_precision_and_rank(a: Value, b: Value) -> bool:
+@dataclass(frozen=True)
+class Form:
+    """What the rules of shapes read of a value."""
+
+    precision: str
+    shape: tuple[int, ...]
+
+
+def _forms(values: list[Value]) -> tuple[list[Form], list[int]]:
+    """The distinct forms of `values` (a large plan has a few dozen), and each value's index among them."""
+    index: dict[tuple, int] = {}
+    form_of = [index.setdefault((v.precision, tuple(v.shape)), len(index)) for v in values]
+    return [Form(*key) for key in index], form_of
+
+
+def _same_precision_and_rank(a: Form, b: Form) -> bool:
     return a.precision == b.precision and len(a.shape) == len(b.shape)
 
 
-def _same_shape_and_precision(a: Value, b: Value) -> bool:
+def _same_shape_and_precision(a: Form, b: Form) -> bool:
     return a.precision == b.precision and a.shape == b.shape
 
 
-def _differs_on_one_axis(a: Value, b: Value) -> bool:
+def _differs_on_one_axis(a: Form, b: Form) -> bool:
     """Same precision and rank, the same size on every axis but one."""
     return _same_precision_and_rank(a, b) and sum(x != y for x, y in zip(a.shape, b.shape)) == 1
 
 
-def _cropped_on_one_axis(a: Value, b: Value) -> bool:
+def _cropped_on_one_axis(a: Form, b: Form) -> bool:
     """`b` could be `a` without its padding along one axis (e.g. `[16,729,784]` -> `[16,729,768]`)."""
     return _differs_on_one_axis(a, b) and all(x >= y for x, y in zip(a.shape, b.shape))
 
 
-def _same_elements_and_precision(a: Value, b: Value) -> bool:
+def _same_elements_and_precision(a: Form, b: Form) -> bool:
     return a.precision == b.precision and prod(a.shape) == prod(b.shape)
 
 
-def _slice_of(a: Value, b: Value) -> bool:
+def _slice_of(a: Form, b: Form) -> bool:
     """`b` could be a slice of `a`: same precision and rank, `a` larger along some dimension."""
     return (
         a.precision == b.precision

@@ -22,7 +22,7 @@ assumed to follow it: the candidates a level derives for another split follow th
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
@@ -32,13 +32,14 @@ from math import prod
 from ipuplan.facts.dataflow import Dataflow
 from ipuplan.facts.exchange import placement
 from ipuplan.facts.plan_exchange import TooLarge, replica_offsets
-from ipuplan.plan.format import Plan, Value
-from ipuplan.plan.layout import AxisTiling, Layout
+from ipuplan.plan.format import Plan
+from ipuplan.plan.layout import AxisTiling, Layout, parse_layout
 
 ELEMENTWISE_KINDS = frozenset({"Add", "Gelu"})
 """Operations that combine their operands position by position."""
 ROW_REDUCING_KINDS = frozenset({"LayerNorm", "LayerNormMoments", "LayerNormApply", "AttentionSoftmax"})
 """Operations that reduce over a row (the last dimension): each row stays whole on a tile."""
+FAMILY_KINDS = ELEMENTWISE_KINDS | ROW_REDUCING_KINDS
 OPERAND_COUNTS = {"Add": 2, "Gelu": 1, "LayerNorm": 3}
 """Operands of the kinds whose count is known (LayerNorm: activation, scale, bias): only these have missing
 operands inferred; for the others the dataflow's reads are all ipuplan knows."""
@@ -127,12 +128,55 @@ class ElementwiseFamily:
         return any(kernel.reduces_rows for kernel in self.kernels)
 
 
+class _Judge:
+    """The shape and layout rules of one recognition over `plan`, each judged once per distinct (shape, layout text):
+    a large plan repeats a few dozen tensors thousands of times, and a `Layout` rehashes its whole tree where its
+    text keeps its hash."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.values = plan.values
+        self.shapes = [tuple(value.shape) for value in plan.values]
+        self.known: dict[tuple, object] = {}
+
+    def _once(self, work: Callable, *arguments):
+        """`work(*arguments)`, worked out once per distinct arguments."""
+        key = (work, *arguments)
+        found = self.known.get(key, self)
+        if found is self:
+            found = self.known[key] = work(*arguments)
+        return found
+
+    def broadcast(self, value: int, full: tuple[int, ...]) -> frozenset[int] | None:
+        """`broadcast_dimensions` of a value's shape to `full`."""
+        return self._once(broadcast_dimensions, self.shapes[value], full)
+
+    def tiling(self, value: int) -> tuple:
+        """`dimension_tiling` of a value."""
+        return self._once(_tiling_of_text, self.shapes[value], self.values[value].layout)
+
+    def problem(self, parameter: int, activation: int) -> str | None:
+        """`broadcast_problem` of a parameter beside an activation, both as laid out."""
+        return self._once(_problem_of_texts, self.shapes[parameter], self.values[parameter].layout,
+                          self.shapes[activation], self.values[activation].layout)
+
+
+def _tiling_of_text(shape: tuple[int, ...], layout: str) -> tuple:
+    return dimension_tiling(shape, parse_layout(layout))
+
+
+def _problem_of_texts(parameter_shape: tuple[int, ...], parameter: str, shape: tuple[int, ...],
+                      layout: str) -> str | None:
+    return broadcast_problem(parameter_shape, parse_layout(parameter), shape, parse_layout(layout))
+
+
 def recognise_elementwise(plan: Plan, flow: Dataflow) -> tuple[ElementwiseFamily, ...]:
     """Every family of element-wise and row-reducing kernels, held or not, in the order of its first kernel."""
-    kernels, holds = _kernels(plan, flow)
+    judge = _Judge(plan)
+    kernels, holds = _kernels(plan, flow, judge)
     parent = list(range(len(plan.values)))
     for value in plan.values:
-        _union(parent, value.id, value.root)
+        if value.is_alias:
+            _union(parent, value.id, value.root)
     for argument, bound in flow.bindings.items():
         for value_id in bound:
             _union(parent, argument, value_id)
@@ -148,7 +192,7 @@ def recognise_elementwise(plan: Plan, flow: Dataflow) -> tuple[ElementwiseFamily
         touched = (*kernel.operands, *kernel.possible, *kernel.results)
         if touched:
             by_component.setdefault(_find(parent, touched[0]), []).append(kernel)
-    return tuple(_family(plan, flow, tuple(found), components[root], holds)
+    return tuple(_family(plan, flow, judge, tuple(found), components[root], holds)
                  for root, found in by_component.items())
 
 
@@ -163,7 +207,7 @@ def _union(parent: list[int], a: int, b: int) -> None:
     parent[_find(parent, a)] = _find(parent, b)
 
 
-def _kernels(plan: Plan, flow: Dataflow) -> tuple[list[FamilyKernel], dict[int, FamilyHold]]:
+def _kernels(plan: Plan, flow: Dataflow, judge: _Judge) -> tuple[list[FamilyKernel], dict[int, FamilyHold]]:
     """Every family kernel with its operands, possible operands and results; (step -> hold) where an operand
     cannot be identified."""
     written_at = {v: steps[0] for v, steps in flow.writers.items()}
@@ -173,12 +217,12 @@ def _kernels(plan: Plan, flow: Dataflow) -> tuple[list[FamilyKernel], dict[int, 
     kernels, holds = [], {}
     for step, step_flow in zip(plan.steps, flow.steps):
         kind = step.parsed_operation.kind
-        if kind not in ELEMENTWISE_KINDS | ROW_REDUCING_KINDS:
+        if kind not in FAMILY_KINDS:
             continue
         missing = OPERAND_COUNTS.get(kind, len(step_flow.reads)) - len(step_flow.reads)
         possible: tuple[int, ...] = ()
         if missing > 0 and step_flow.writes:
-            possible = _possible_operands(plan, flow, step.index, written_at, sharing)
+            possible = _possible_operands(plan, flow, judge, step.index, written_at, sharing)
         if (missing > len(possible)) or not (step_flow.reads or possible):
             shown = ", ".join(map(str, step_flow.reads)) or "nothing"
             holds[step.index] = FamilyHold(Hold.OPERAND_UNKNOWN, step.index, kind,
@@ -187,21 +231,22 @@ def _kernels(plan: Plan, flow: Dataflow) -> tuple[list[FamilyKernel], dict[int, 
     return kernels, holds
 
 
-def _possible_operands(plan: Plan, flow: Dataflow, step: int, written_at: dict[int, int],
+def _possible_operands(plan: Plan, flow: Dataflow, judge: _Judge, step: int, written_at: dict[int, int],
                        sharing: dict[int, list[int]]) -> tuple[int, ...]:
     """The live values that can be an operand the dataflow does not show: one per storage (its latest version),
     not the step's own operands or results, and laid out as the kernel must read them beside its activation."""
-    values, step_flow = plan.values, flow.steps[step]
-    result = values[step_flow.writes[0]]
-    activation = next((values[v] for v in step_flow.reads if values[v].shape == result.shape), result)
+    values, step_flow, shapes = plan.values, flow.steps[step], judge.shapes
+    result = step_flow.writes[0]
+    full, precision = shapes[result], values[result].precision
+    activation = next((v for v in step_flow.reads if shapes[v] == full), result)
     taken = {values[v].root for v in (*step_flow.reads, *step_flow.writes)}
-    in_loop = plan.steps[step].execution_count > 1
+    in_loop, bindings = plan.steps[step].execution_count > 1, flow.bindings
     latest: dict[int, int] = {}
     for v in _readable(plan, step, written_at, sharing):
         value = values[v]
-        if value.root in taken or value.precision != result.precision or broadcast_dimensions(value.shape, result.shape) is None:
+        if value.root in taken or value.precision != precision or (v in bindings) != in_loop:
             continue
-        if (v in flow.bindings) != in_loop or not _readable_beside(value, activation):
+        if judge.broadcast(v, full) is None or not _readable_beside(judge, v, activation):
             continue
         current = latest.get(value.root)
         if current is None or written_at.get(v, -1) > written_at.get(current, -1):
@@ -216,12 +261,11 @@ def _readable(plan: Plan, step: int, written_at: dict[int, int], sharing: dict[i
         yield from (v for v in sharing.get(root, ()) if v == root or written_at.get(v, -1) < step)
 
 
-def _readable_beside(value: Value, activation: Value) -> bool:
+def _readable_beside(judge: _Judge, value: int, activation: int) -> bool:
     """Whether a kernel beside `activation` can read `value` as it is laid out (the family rule, in the input)."""
-    shape, full = tuple(value.shape), tuple(activation.shape)
-    if shape == full:
-        return dimension_tiling(shape, value.parsed_layout) == dimension_tiling(full, activation.parsed_layout)
-    return broadcast_problem(shape, value.parsed_layout, full, activation.parsed_layout) is None
+    if judge.shapes[value] == judge.shapes[activation]:
+        return judge.tiling(value) == judge.tiling(activation)
+    return judge.problem(value, activation) is None
 
 
 def broadcast_dimensions(shape: Iterable[int], full: Iterable[int]) -> frozenset[int] | None:
@@ -236,35 +280,36 @@ def broadcast_dimensions(shape: Iterable[int], full: Iterable[int]) -> frozenset
     return frozenset(d for d, (a, b) in enumerate(zip(shape, full)) if a != b)
 
 
-def _family(plan: Plan, flow: Dataflow, kernels: tuple[FamilyKernel, ...], members: list[int],
+def _family(plan: Plan, flow: Dataflow, judge: _Judge, kernels: tuple[FamilyKernel, ...], members: list[int],
             holds: dict[int, FamilyHold]) -> ElementwiseFamily:
     """The family of `kernels` over `members` (a component of shared values), with the first rule that holds it."""
     values = plan.values
     kernel_of = {values[v].root: kernel for kernel in kernels for v in (*kernel.operands, *kernel.possible, *kernel.results)}
     first = kernels[0]
-    shape = tuple(values[(*first.results, *first.operands, *first.possible)[0]].shape)
-    roles, shape_hold = _roles(values, kernels, members, shape, kernel_of)
+    shape = judge.shapes[(*first.results, *first.operands, *first.possible)[0]]
+    roles, shape_hold = _roles(judge, kernels, members, shape, kernel_of)
     carried, outside = _outside(plan, flow, members, {kernel.step for kernel in kernels})
     full = [m for m in members if roles.get(m) in (Role.ACTIVATION, Role.RESULT)]
     template = min(full) if full else members[0]
     parameters = [m for m in members if roles.get(m) is Role.PARAMETER]
-    broadcast = broadcast_dimensions(values[parameters[0]].shape, shape) if parameters else frozenset()
+    broadcast = judge.broadcast(parameters[0], shape) if parameters else frozenset()
     found = [holds[kernel.step] for kernel in kernels if kernel.step in holds]
     found += [h for h in (shape_hold, outside) if h is not None]
     if not found and full:
-        found += _layout_holds(values, kernels, roles, template, kernel_of)
+        found += _layout_holds(judge, kernels, roles, template, kernel_of)
     return ElementwiseFamily(kernels, tuple(members), roles, shape, template, broadcast or frozenset(), carried,
                              found[0] if found else None)
 
 
-def _roles(values: list[Value], kernels: tuple[FamilyKernel, ...], members: list[int], shape: tuple[int, ...],
+def _roles(judge: _Judge, kernels: tuple[FamilyKernel, ...], members: list[int], shape: tuple[int, ...],
            kernel_of: dict[int, FamilyKernel]) -> tuple[dict[int, Role], FamilyHold | None]:
     """Each member's role by its shape against the result shape; a hold for a member of neither shape."""
+    values = judge.values
     written = {v for kernel in kernels for v in kernel.results}
     roles: dict[int, Role] = {}
     hold = None
     for m in members:
-        dimensions = broadcast_dimensions(values[m].shape, shape)
+        dimensions = judge.broadcast(m, shape)
         if dimensions is None:
             if hold is None:
                 kernel = kernel_of.get(values[m].root, kernels[0])
@@ -284,8 +329,10 @@ def _outside(plan: Plan, flow: Dataflow, members: list[int], steps: set[int]) ->
     for m in members:
         readers = flow.readers.get(m, ())
         for step in (*readers, *flow.writers.get(m, ())):
+            if step in steps or step in carried:
+                continue
             operation = plan.steps[step].parsed_operation
-            if step in steps or step in carried or operation.is_mover:
+            if operation.is_mover:
                 continue
             touched = (*flow.steps[step].reads, *flow.steps[step].writes)
             if operation.is_in_place and len({values[v].root for v in touched}) == 1:
@@ -296,29 +343,30 @@ def _outside(plan: Plan, flow: Dataflow, members: list[int], steps: set[int]) ->
     return tuple(sorted(carried)), hold
 
 
-def _layout_holds(values: list[Value], kernels: tuple[FamilyKernel, ...], roles: dict[int, Role], template: int,
+def _layout_holds(judge: _Judge, kernels: tuple[FamilyKernel, ...], roles: dict[int, Role], template: int,
                   kernel_of: dict[int, FamilyKernel]) -> list[FamilyHold]:
     """Where the input's layouts break the family rule: full-shape members tiled apart, rows split under a row
     reducer, parameters broadcast differently or not tiled and placed beside the template."""
-    shape, layout = tuple(values[template].shape), values[template].parsed_layout
+    values = judge.values
+    shape, layout = judge.shapes[template], values[template].parsed_layout
 
     def hold(rule: Hold, m: int, detail: str = "") -> FamilyHold:
         kernel = kernel_of.get(values[m].root, kernels[0])
         return FamilyHold(rule, kernel.step, kernel.operation, m, detail)
 
-    own = dimension_tiling(shape, layout)
+    own = judge.tiling(template)
     found = [hold(Hold.TILED_APART, m) for m, role in roles.items()
-             if role is not Role.PARAMETER and dimension_tiling(tuple(values[m].shape), values[m].parsed_layout) != own]
+             if role is not Role.PARAMETER and judge.tiling(m) != own]
     reducer = next((kernel for kernel in kernels if kernel.reduces_rows), None)
     if reducer is not None and any(a.partitions > 1 and a.axis.dimension(len(shape)) in (None, len(shape) - 1)
                                    for a in layout.axes):
         found.append(FamilyHold(Hold.ROWS_SPLIT, reducer.step, reducer.operation, template))
     parameters = [m for m, role in roles.items() if role is Role.PARAMETER]
-    patterns = {broadcast_dimensions(values[m].shape, shape) for m in parameters}
+    patterns = {judge.broadcast(m, shape) for m in parameters}
     if len(patterns) > 1:
         found.append(hold(Hold.MIXED_BROADCAST, parameters[0]))
     for m in parameters:
-        problem = broadcast_problem(tuple(values[m].shape), values[m].parsed_layout, shape, layout)
+        problem = judge.problem(m, template)
         if problem is not None:
             found.append(hold(Hold.PARAMETER_PLACEMENT, m, problem))
     return found

@@ -11,10 +11,11 @@ from math import prod
 
 import numpy as np
 
-from ipuplan.facts.liveness import Liveness, live_entries, liveness
+from ipuplan.facts.liveness import Liveness, liveness
 from ipuplan.plan.budgets import Budgets
 from ipuplan.plan.format import MAX_COUNT, Peak, Plan, Value
 from ipuplan.plan.layout import GRANULE, STANDARD, Layout, round_up
+from ipuplan.plan.operation import parse_operation
 
 AMP_ALIGNED_ORDERS = frozenset({"Amp(Left)", "Amp(TransposedLeft)"})
 
@@ -68,8 +69,9 @@ def aligned_bytes(shard: int, memory_class: str, amp_aligned: bool) -> int:
 def amp_aligned_values(plan: Plan, live: Liveness) -> frozenset[int]:
     """Results of Gemm steps, and Gemm operands whose order is Amp(Left|TransposedLeft)."""
     aligned: set[int] = set()
+    gemm = {text: parse_operation(text).kind == "Gemm" for text in {step.operation for step in plan.steps}}
     for step in plan.steps:
-        if step.parsed_operation.kind != "Gemm":
+        if not gemm[step.operation]:
             continue
         aligned.update(live.born_at[step.index])
         aligned.update(
@@ -139,9 +141,10 @@ def estimate(plan: Plan, budgets: Budgets | None = None, live: Liveness | None =
     `live` is the plan's liveness, when the caller has it already.
     """
     budgets = budgets or Budgets.of(plan)
-    aligned = amp_aligned_values(plan, live or liveness(plan))
+    live = live or liveness(plan)
+    aligned = amp_aligned_values(plan, live)
     values = _own_bytes(plan, aligned)
-    lengths, value_of = live_entries(plan)
+    lengths, value_of = live.entries
     byte_counts = [v.bytes for v in values]
     sizes = np.array(byte_counts, dtype=_sum_type(byte_counts, lengths))
     is_standard = np.array([v.memory_class == STANDARD for v in plan.values], dtype=bool)
@@ -165,8 +168,8 @@ def estimate(plan: Plan, budgets: Budgets | None = None, live: Liveness | None =
     effective = max_total + budgets.support_reserve_bytes
     return Estimate(
         values=values,
-        standard=tuple(int(x) for x in standard),
-        interleaved=tuple(int(x) for x in interleaved),
+        standard=tuple(standard.tolist()),
+        interleaved=tuple(interleaved.tolist()),
         peak=peak,
         total_peak_step=total_step,
         standard_peak_step=standard_step,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain
 
 import numpy as np
@@ -18,6 +18,8 @@ class Liveness:
     last: tuple[int, ...]
     born_at: tuple[tuple[int, ...], ...]
     dies_at: tuple[tuple[int, ...], ...]
+    entries: tuple[np.ndarray, np.ndarray] = field(compare=False, repr=False)
+    """`live_entries` of the plan (read-only), kept for the estimate's sums."""
 
     def is_live(self, value_id: int) -> bool:
         return self.first[value_id] >= 0
@@ -25,20 +27,24 @@ class Liveness:
 
 def liveness(plan: Plan) -> Liveness:
     count, steps = len(plan.values), len(plan.steps)
-    first = [-1] * count
-    last = [-1] * count
-    for step in plan.steps:
-        for value_id in step.live:
-            if first[value_id] < 0:
-                first[value_id] = step.index
-            last[value_id] = step.index
-    born: list[list[int]] = [[] for _ in range(steps)]
-    dies: list[list[int]] = [[] for _ in range(steps)]
-    for value_id in range(count):
-        if first[value_id] >= 0:
-            born[first[value_id]].append(value_id)
-            dies[last[value_id]].append(value_id)
-    return Liveness(tuple(first), tuple(last), tuple(map(tuple, born)), tuple(map(tuple, dies)))
+    lengths, value_of = live_entries(plan)
+    lengths.flags.writeable = value_of.flags.writeable = False
+    step_of = np.repeat(np.arange(steps, dtype=np.int64), lengths)
+    first = np.full(count, steps, dtype=np.int64)
+    last = np.full(count, -1, dtype=np.int64)
+    np.minimum.at(first, value_of, step_of)
+    np.maximum.at(last, value_of, step_of)
+    first[last < 0] = -1
+    return Liveness(tuple(first.tolist()), tuple(last.tolist()), _by_step(first, steps), _by_step(last, steps),
+                    (lengths, value_of))
+
+
+def _by_step(step_of: np.ndarray, steps: int) -> tuple[tuple[int, ...], ...]:
+    """Per step, the values whose `step_of` it is (-1: none), in increasing id."""
+    live = np.flatnonzero(step_of >= 0)
+    ordered = live[np.argsort(step_of[live], kind="stable")].tolist()
+    ends = np.cumsum(np.bincount(step_of[live], minlength=steps)).tolist()
+    return tuple(tuple(ordered[start:end]) for start, end in zip([0, *ends], ends))
 
 
 def live_entries(plan: Plan) -> tuple[np.ndarray, np.ndarray]:

@@ -28,7 +28,7 @@ from ipuplan.facts.dataflow import Dataflow, dataflow
 from ipuplan.facts.exchange import Placement, _per_distance, placement
 from ipuplan.plan.debug_syntax import Call, Struct, as_int, as_name
 from ipuplan.plan.layout import Axis, Layout
-from ipuplan.plan.operation import Operation
+from ipuplan.plan.operation import Operation, parse_operation
 
 if TYPE_CHECKING:
     from ipuplan.plan.format import Plan
@@ -107,17 +107,25 @@ def plan_exchange(plan: Plan, facts: WithFlow | None = None) -> PlanExchange:
     flow = facts.flow if facts is not None else dataflow(plan)
     priced: list[StepExchange] = []
     unpriced: list[Unpriced] = []
+    kinds: dict[str, str | None] = {}
+    # by text: a large plan repeats a few dozen steps, and hashing their `Layout`s walks whole trees
+    sent_by_text: dict[tuple, int | str] = {}
     for step in flow.steps:
-        operation = plan.steps[step.index].parsed_operation
-        kind = priced_kind(operation)
+        text = plan.steps[step.index].operation
+        if text not in kinds:
+            kinds[text] = priced_kind(parse_operation(text))
+        kind = kinds[text]
         if kind is None:
             continue
         if len(step.reads) != 1 or len(step.writes) != 1:
             unpriced.append(Unpriced(step.index, f"{kind} reads {len(step.reads)} and writes {len(step.writes)} values"))
             continue
         source, result = plan.values[step.reads[0]], plan.values[step.writes[0]]
-        sent = step_bytes(operation, tuple(source.shape), tuple(result.shape), source.element_size,
-                          source.parsed_layout, result.parsed_layout)
+        key = (text, tuple(source.shape), tuple(result.shape), source.precision, source.layout, result.layout)
+        sent = sent_by_text.get(key)
+        if sent is None:
+            sent = sent_by_text[key] = step_bytes(parse_operation(text), key[1], key[2], source.element_size,
+                                                  source.parsed_layout, result.parsed_layout)
         if isinstance(sent, str):
             unpriced.append(Unpriced(step.index, sent))
         else:
@@ -320,7 +328,7 @@ def replica_offsets(place: Placement) -> np.ndarray:
     pattern = np.zeros(1, dtype=np.int64)
     for _, parts, stride in place.dimensions:
         pattern = np.add.outer(pattern, np.arange(parts, dtype=np.int64) * stride).ravel()
-    if len(np.unique(pattern)) == span:
+    if len(sorted_unique(pattern)) == span:
         offsets = np.arange(place.replicas, dtype=np.int64) * span
     else:
         occupied, chosen = np.zeros(place.replicas * span + span, dtype=bool), []

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeVar
 
+import numpy as np
+
 from ipuplan.errors import BudgetError
 
 Bytes = TypeVar("Bytes")
@@ -109,4 +111,6 @@ OPTIONS = {"budget_bytes": "--budget", "interleaved_budget_bytes": "--interleave
 def excess(limit: Limit, standard, interleaved):
     """Bytes over `limit` (0 where it is met); ints or numpy arrays."""
     over = limit.usage(standard, interleaved) - limit.bytes
+    if isinstance(over, np.ndarray):  # one pass over a fresh array: the solvers ask this of every row set they try
+        return np.maximum(over, 0, out=over)
     return over * (over > 0)

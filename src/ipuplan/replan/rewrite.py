@@ -7,6 +7,7 @@ REPLAN.md ("What the output must satisfy") holds against the input.
 from __future__ import annotations
 
 from dataclasses import replace
+from operator import attrgetter
 from typing import TypeVar
 
 from ipuplan.errors import IpuplanError
@@ -21,6 +22,9 @@ from ipuplan.space.types import CandidateSpace
 
 KEPT_VALUE_FIELDS = ("id", "origin", "root", "name", "group", "storage_group", "precision", "copies")
 KEPT_STEP_FIELDS = ("index", "source", "execution_count", "live")
+
+_kept_value, _kept_step = attrgetter(*KEPT_VALUE_FIELDS), attrgetter(*KEPT_STEP_FIELDS)
+"""The kept fields of a value or step at once (most of a large plan's changed values keep all of them)."""
 
 Model = TypeVar("Model", Value, Step)
 
@@ -45,10 +49,8 @@ def with_derived_fields(plan: Plan, result: Estimate | None = None) -> Plan:
     """The plan with every number the estimate defines recomputed (`result`: its estimate, if known)."""
     result = result or estimate(plan)
     values = [_with_bytes(value, b) for value, b in zip(plan.values, result.values)]
-    steps = [
-        _updated(step, {"usage": step.usage.model_copy(update={"standard": std, "interleaved": il})})  # keys kept
-        for step, std, il in zip(plan.steps, result.standard, result.interleaved)
-    ]
+    steps = [_with_class_bytes(step, "usage", std, il)
+             for step, std, il in zip(plan.steps, result.standard, result.interleaved)]
     return plan.model_copy(
         update={
             "timeline": plan.timeline.model_copy(update={"values": values, "steps": steps}),
@@ -64,8 +66,20 @@ def with_derived_fields(plan: Plan, result: Estimate | None = None) -> Plan:
 
 
 def _with_bytes(value: Value, sizes: ValueBytes) -> Value:
-    update = {"shard_bytes": sizes.shard_bytes, "aligned_bytes": sizes.aligned_bytes, "bytes": sizes.bytes}
-    return _updated(value, update)
+    if (value.shard_bytes, value.aligned_bytes, value.bytes) == (sizes.shard_bytes, sizes.aligned_bytes, sizes.bytes):
+        return value
+    return value.model_copy(update={"shard_bytes": sizes.shard_bytes, "aligned_bytes": sizes.aligned_bytes,
+                                    "bytes": sizes.bytes})
+
+
+def _with_class_bytes(step: Step, field: str, standard: int, interleaved: int) -> Step:
+    """`step` with its `usage` or `scratch` bytes (the field's unknown keys kept); `step` itself when they are
+    already those. The numbers are compared, not the models: comparing two pydantic models costs more than copying
+    one."""
+    given = getattr(step, field)
+    if given.standard == standard and given.interleaved == interleaved:
+        return step
+    return step.model_copy(update={field: given.model_copy(update={"standard": standard, "interleaved": interleaved})})
 
 
 def _updated(model: Model, update: dict[str, object]) -> Model:
@@ -83,17 +97,20 @@ def apply_choice(plan: Plan, space: CandidateSpace, choice: tuple[int, ...]) -> 
     """New layouts, classes, shapes, operation strings and scratch for the chosen candidates."""
     values = list(plan.values)
     steps = list(plan.steps)
+    texts: dict[int, str] = {}  # by identity: the space shares its layouts, and hashing one walks its whole tree
     for group, chosen in zip(space.free, choice):
         candidate = group.candidates[chosen]
         for position, member in enumerate(group.members):
             layout = candidate.layouts[position]
-            update = {"layout": format_layout(layout), "memory_class": layout.memory_class}
+            text = texts.get(id(layout))
+            if text is None:
+                text = texts[id(layout)] = format_layout(layout)
+            update = {"layout": text, "memory_class": layout.memory_class}
             if candidate.shapes:
                 update["shape"] = list(candidate.shapes[position])
             values[member] = _updated(values[member], update)
         for step, standard, interleaved in candidate.scratch:
-            scratch = steps[step].scratch.model_copy(update={"standard": standard, "interleaved": interleaved})
-            steps[step] = _updated(steps[step], {"scratch": scratch})
+            steps[step] = _with_class_bytes(steps[step], "scratch", standard, interleaved)
         for step, text in candidate.operations:
             steps[step] = _updated(steps[step], {"operation": text})
     return plan.model_copy(update={"timeline": plan.timeline.model_copy(update={"values": values, "steps": steps})})
@@ -115,11 +132,13 @@ def contract_violations(before: Plan, after: Plan, live: Liveness | None = None)
     gemm_results = {v for step in before.steps if step.parsed_operation.kind == "Gemm" for v in born_at[step.index]}
     # a value or step the rewrite left alone is the very same object: nothing of it can have changed
     for old, new in ((a, b) for a, b in zip(before.values, after.values) if a is not b):
-        found += [f"value {old.id}: {f} changed" for f in KEPT_VALUE_FIELDS if getattr(old, f) != getattr(new, f)]
+        if _kept_value(old) != _kept_value(new):
+            found += [f"value {old.id}: {f} changed" for f in KEPT_VALUE_FIELDS if getattr(old, f) != getattr(new, f)]
         if old.shape != new.shape and not (old.id in gemm_results and old.shape[1:] == new.shape[1:]):
             found.append(f"value {old.id}: shape changed (only a Gemm's partials may change their pK)")
     for old, new in ((a, b) for a, b in zip(before.steps, after.steps) if a is not b):
-        found += [f"step {old.index}: {f} changed" for f in KEPT_STEP_FIELDS if getattr(old, f) != getattr(new, f)]
+        if _kept_step(old) != _kept_step(new):
+            found += [f"step {old.index}: {f} changed" for f in KEPT_STEP_FIELDS if getattr(old, f) != getattr(new, f)]
         if old.parsed_operation.kind != new.parsed_operation.kind:
             found.append(f"step {old.index}: operation kind changed")
     return found

@@ -91,6 +91,10 @@ def test_optimize_writes_a_checked_plan_and_json_summary(tmp_path):
     assert summary["raw_peak"] == summary["bound"] <= 200_000
     assert summary["status"] == "optimal"
     assert runner.invoke(app, ["check", str(out)]).exit_code == 0
+    # each stage's seconds, in the order the run took them
+    assert list(summary["phase_seconds"]) == ["load", "analyse", "candidates", "problem", "solve", "exact exchange",
+                                              "rewrite", "write"]
+    assert all(seconds >= 0 for seconds in summary["phase_seconds"].values())
 
 
 def test_optimize_table_and_progress(tmp_path):

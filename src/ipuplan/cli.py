@@ -401,9 +401,11 @@ class _Progress:
 
     def __init__(self, quiet: bool, name: str = "load") -> None:
         self.quiet = quiet
-        self.started = self.last = time.perf_counter()
+        self.started = self.last = self.began = time.perf_counter()
         self.name = name
         self.stopped = threading.Event()
+        self.seconds: dict[str, float] = {}
+        """Per phase, the seconds it ran (a phase ends when the next begins; `timed` ends the last)."""
 
     def line(self, text: str) -> None:
         if self.quiet:
@@ -413,8 +415,16 @@ class _Progress:
             self.last = time.perf_counter()
 
     def phase(self, name: str, detail: str) -> None:
+        self.timed()
         self.name = name
         self.line(f"  {name:<10} {detail}  ({time.perf_counter() - self.started:.2f} s)")
+
+    def timed(self) -> dict[str, float]:
+        """The seconds of each phase so far, the current one ended now (`--json`'s `phase_seconds`)."""
+        now = time.perf_counter()
+        self.seconds[self.name] = round(self.seconds.get(self.name, 0.0) + now - self.began, 4)
+        self.began = now
+        return dict(self.seconds)
 
     def solver(self, phase: str, objective: int, bound: int, elapsed: float) -> None:
         gap = (objective - bound) / objective if objective else 0.0
@@ -555,7 +565,7 @@ def optimize_command(
         progress.phase("write", f"{target}")
         _write_results(result, target, capture, dump_model, report)
     if as_json:
-        RUN.say_json(optimize_summary(result, str(plan_path), str(target)))
+        RUN.say_json({**optimize_summary(result, str(plan_path), str(target)), "phase_seconds": progress.timed()})
     else:
         _print_result(result, target)
     if result.best_effort and not result.after.fits_budget:

@@ -62,6 +62,7 @@ def prepare(plan: Plan, options: OptimizeOptions, on_phase: Phase = _silent) -> 
     pins = resolve_pins(plan, options.freeze, options.pin_file)
     on_phase("candidates", f"scope {options.scope.value}" + (f", {len(pins.frozen)} values pinned" if pins else ""))
     space = candidate_space(facts, options.scope, pins.frozen, keep_classes=options.keep_classes)
+    on_phase("problem", f"{len(space.free):,} free groups, {sum(len(g.candidates) for g in space.free):,} candidates")
     return Prepared(options, facts, pins, space, problem_of(facts, space))
 
 
@@ -309,6 +310,7 @@ def solve_prepared(prepared: Prepared, progress: Progress | None = None, on_phas
     prepared = replace(prepared, space=solved_space.space, problem=solved_space.problem)
     if not _needs_explaining(prepared, solved):
         exact, solved = priced_exactly(prepared, solved, settings, deadline, progress, on_phase)
+        on_phase("rewrite", "the chosen layouts written and the plan re-checked")
         return _result(prepared, solved, exact=exact)
     # the soft solve's share is set aside first: the explanation cannot eat it
     soft_seconds = min(options.time_limit / 2, max(deadline - time.perf_counter(), 0.1)) if options.best_effort else 0

@@ -188,32 +188,42 @@ def _settled(problem: Problem, choice: list[int], objective: Objective, pairing:
 
 
 class Standing:
-    """One move's view of every row: the totals' distinct values with their counts, and the total excess."""
+    """One move's view of every row: the totals, the peak and how many rows reach it, and the total excess."""
 
     def __init__(self, problem: Problem, standard: np.ndarray, interleaved: np.ndarray) -> None:
         self.total = standard + interleaved
         self.over = Usage(standard, interleaved).excess(problem.limits)
-        self.values, self.counts = np.unique(self.total, return_counts=True)
         self.excess = int(self.over.sum())
+        self.peak = int(self.total.max(initial=-1))
+        self.at_peak = int(np.count_nonzero(self.total == self.peak))
 
     @property
     def key(self) -> tuple[int, int, int]:
         """(total excess, peak, rows at the peak): what a move must lower."""
-        return self.excess, int(self.values[-1]), int(self.counts[-1])
+        return self.excess, self.peak, self.at_peak
+
+    def highest(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct totals of (at least) the `rows` highest rows, ascending, each with its count over every row:
+        a partition and a sort of those rows only (a sort of every row per move was 2.7 s of 7.4 at 50k values)."""
+        if rows < len(self.total):
+            cutoff = np.partition(self.total, len(self.total) - rows)[len(self.total) - rows]
+            return np.unique(self.total[self.total >= cutoff], return_counts=True)
+        return np.unique(self.total, return_counts=True)
 
 
-def _tops_without(standing: Standing, totals: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per group (its rows' `totals` end to end, each group's first at `offsets`): the highest total of the rows
-    not its own and how many rows reach it (-1, 0 when none is left). The distinct totals are looked at from the
-    highest down, for all groups at once, until each has rows left outside its own."""
+def _tops_without(standing: Standing, totals: np.ndarray, offsets: np.ndarray,
+                  lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per group (its `lengths` rows' `totals` end to end, each group's first at `offsets`): the highest total of the
+    rows not its own and how many rows reach it (-1, 0 when none is left). The distinct totals of more rows than any
+    group has are looked at from the highest down, for all groups at once, until each has rows left outside its own."""
+    values, counts = standing.highest(int(lengths.max(initial=0)) + 1)
     top = np.full(len(offsets), -1, dtype=np.int64)
     left = np.zeros(len(offsets), dtype=np.int64)
     open_ = np.ones(len(offsets), dtype=bool)
-    for k in range(len(standing.values) - 1, -1, -1):
-        value = standing.values[k]
-        outside = standing.counts[k] - np.add.reduceat(totals == value, offsets)
+    for k in range(len(values) - 1, -1, -1):
+        outside = counts[k] - np.add.reduceat(totals == values[k], offsets)
         found = open_ & (outside > 0)
-        top[found], left[found] = value, outside[found]
+        top[found], left[found] = values[k], outside[found]
         open_ &= ~found
         if not open_.any():
             break
@@ -240,7 +250,8 @@ def _scores(problem: Problem, index: GroupRows, groups: list[int], choice: list[
     new_total = new_std + new_il
     segment_lengths = np.repeat(lengths, counts)
     starts = np.cumsum(segment_lengths) - segment_lengths
-    top, at_top = (np.repeat(figure, counts) for figure in _tops_without(standing, standing.total[rows], offsets))
+    tops = _tops_without(standing, standing.total[rows], offsets, lengths)
+    top, at_top = (np.repeat(figure, counts) for figure in tops)
     peak = np.maximum(top, np.maximum.reduceat(new_total, starts))
     at_peak = np.where(peak == top, at_top, 0) + np.add.reduceat(new_total >= np.repeat(peak, segment_lengths), starts)
     outside = standing.excess - np.repeat(np.add.reduceat(standing.over[rows], offsets), counts)

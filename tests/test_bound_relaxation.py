@@ -17,7 +17,7 @@ from ipuplan import load_plan
 from ipuplan.facts.plan_facts import plan_facts
 from ipuplan.model.build import Widening, problem_of
 from ipuplan.model.objective import Objective
-from ipuplan.model.problem import Problem, StepRow, alive_left_out
+from ipuplan.model.problem import Problem, StepRow, alive_left_out, relaxed_lower_bound
 from ipuplan.plan.budgets import Budgets
 from ipuplan.plan.layout import STANDARD
 from ipuplan.replan.pipeline import optimize
@@ -116,6 +116,15 @@ def test_the_relaxation_bounds_every_choice_of_the_whole_scope(seed):
             assert whole == kept
         elif whole is not None:
             assert least_peak(relaxed) is not None and least_peak(relaxed) <= whole
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_relaxed_lower_bound_is_the_built_relaxations(seed):
+    p = random_problem(np.random.default_rng(seed))
+    for peak in (None, least_peak(replace(p, left_out=()))):
+        alive = alive_left_out(p, peak)
+        relaxed = p.relaxation(alive)
+        assert relaxed_lower_bound(p, alive) == (None if relaxed is None else relaxed.lower_bound())
 
 
 @pytest.mark.parametrize("seed", range(40))

@@ -114,9 +114,15 @@ class TermTable:
         return np.bincount(self.row, weights=per_term, minlength=self.rows).astype(np.int64)
 
     def usage(self, choice) -> Usage:
-        picked = self.start[self.term] + np.asarray(choice, dtype=np.int64)[self.group[self.term]]
-        return Usage(self.constant_standard + self.row_sums(self.standard[picked]),
-                     self.constant_interleaved + self.row_sums(self.interleaved[picked]))
+        """Per row, the bytes of each class under `choice`: each distinct term's pick found once, then summed over
+        its occurrences (IOPDDL: 29k distinct terms, 54 M occurrences)."""
+        picked = self.start + np.asarray(choice, dtype=np.int64)[self.group]
+        return Usage(self.constant_standard + self._occurrence_sums(self.standard[picked]),
+                     self.constant_interleaved + self._occurrence_sums(self.interleaved[picked]))
+
+    def _occurrence_sums(self, per_term: np.ndarray) -> np.ndarray:
+        """Per row, the sum of a per-distinct-term figure over the row's occurrences (no pass when all are 0)."""
+        return self.row_sums(per_term[self.term]) if per_term.any() else np.zeros(self.rows, dtype=np.int64)
 
     def extremes(self, standard: int = 1, interleaved: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """Per distinct term, the least and the most of `standard x std + interleaved x il` over its candidates."""
@@ -139,8 +145,11 @@ def term_table(rows: tuple[StepRow, ...]) -> TermTable:
     objects over mostly shared arrays); only distinct arrays are looked at in Python."""
     lengths = np.fromiter(map(len, (row.terms for row in rows)), dtype=np.int64, count=len(rows))
     identities = np.fromiter(map(id, _occurrences(rows)), dtype=np.int64, count=int(lengths.sum()))
-    _, first, inverse = np.unique(identities, return_index=True, return_inverse=True)
+    distinct = np.unique(identities)  # a plain sort, then a search per occurrence: half of unique's inverse
+    inverse = np.searchsorted(distinct, identities)
     del identities
+    first = np.full(len(distinct), len(inverse), dtype=np.int64)
+    np.minimum.at(first, inverse, np.arange(len(inverse)))
     order = np.argsort(first, kind="stable")
     picked = np.zeros(len(inverse), dtype=bool)
     picked[first] = True  # no list of every occurrence: 54 M of them take 432 MB
@@ -339,6 +348,33 @@ class Problem:
         return replace(self, candidate_counts=tuple(n + (g in virtual) for g, n in enumerate(self.candidate_counts)),
                        rows=rows, exchange=tuple((*costs, 0) if g in virtual else costs
                                                  for g, costs in enumerate(self.exchange)), left_out=(), edges=edges)
+
+
+def relaxed_lower_bound(problem: Problem, alive: dict[int, np.ndarray]) -> int | None:
+    """`problem.relaxation(alive).lower_bound()` without building the relaxation's rows (1.7 s at 50k values): per
+    row, each group with alive left-out choices at the least of its kept candidates and its one more candidate (per
+    class the least bytes of its alive choices there, nothing where it has no left-out entry), every other group at
+    its least. None where `relaxation` is None."""
+    virtual = np.zeros(problem.groups, dtype=bool)
+    for g, mask in alive.items():
+        virtual[g] = mask.any()
+    if not virtual.any():
+        return None
+    table = problem.table
+    groups = table.group[table.term]
+    picked = np.flatnonzero(virtual[groups])  # the kept terms of those groups, one per (row, group)
+    keys = table.row[picked] * problem.groups + groups[picked]
+    order = np.argsort(keys, kind="stable")
+    extra = np.zeros(len(picked), dtype=np.int64)
+    for r, left_out in enumerate(problem.left_out):
+        for g, standard, interleaved in left_out:
+            at = int(np.searchsorted(keys[order], r * problem.groups + g))
+            if virtual[g] and at < len(order) and keys[order[at]] == r * problem.groups + g:
+                extra[order[at]] = int(standard[alive[g]].min()) + int(interleaved[alive[g]].min())
+    least = table.extremes()[0][table.term[picked]]
+    floor = problem.row_peaks[0].copy()
+    np.subtract.at(floor, table.row[picked], np.maximum(least - extra, 0))
+    return int(floor.max(initial=0))
 
 
 def _with_virtual(row: StepRow, left_out: Terms, alive: dict[int, np.ndarray], virtual: frozenset[int],

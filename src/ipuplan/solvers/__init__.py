@@ -19,7 +19,7 @@ from typing import Protocol, TypeVar
 import numpy as np
 
 from ipuplan.model.objective import Objective
-from ipuplan.model.problem import Problem, alive_left_out
+from ipuplan.model.problem import Problem, alive_left_out, relaxed_lower_bound
 from ipuplan.solvers.result import FrontPoint, Progress, SolveResult, SolverSettings, SolveStatus, model_size
 from ipuplan.solvers.construct import construct
 from ipuplan.solvers.windows import whole_scope, whole_scope_fit
@@ -100,8 +100,8 @@ def solve_space(start: W, settings: SolverSettings, backend: str | Backend = Bac
     if known is None:
         return _solved_twice(start, settings, backend, progress)
     alive = alive_left_out(problem, known)
-    relaxed = problem.relaxation(alive)
-    if relaxed is None or relaxed.lower_bound() >= known:  # no left-out choice beats the constructive peak
+    floor = relaxed_lower_bound(problem, alive)
+    if floor is None or floor >= known:  # no left-out choice beats the constructive peak
         counted = int(sum(mask.sum() for mask in alive.values()))
         return start, _capped(solve(replace(problem, left_out=()), _left(settings, started), backend, progress), known,
                               counted)

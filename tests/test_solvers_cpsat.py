@@ -54,6 +54,16 @@ def test_a_hint_that_meets_the_floor_skips_the_peak_phase(monkeypatch):
     assert seen == ["exchange"] and result.status == SolveStatus.OPTIMAL and (result.peak, result.bound) == (80, 80)
 
 
+def test_past_proxy_ties_entries_a_proven_peak_ends_the_solve(monkeypatch):
+    # `costly` again, as if large: the exchange phase would minimise only the model's proxy, so the start is the answer
+    costly = problem(EASY.rows, (2, 2), exchange=((0, 5), (0, 5)))
+    monkeypatch.setattr(cpsat, "PROXY_TIES_ENTRIES", 0)
+    monkeypatch.setattr(cpsat, "build_model", lambda *a, **k: pytest.fail("CP-SAT must not be built"))
+    result = cpsat.solve(costly, SETTINGS)
+    assert (result.status, result.choice, result.peak, result.bound) == (SolveStatus.OPTIMAL, (1, 1), 80, 80)
+    assert result.constructed and result.exchange_bytes == 10
+
+
 def test_a_solved_model_reports_its_size():
     # BUDGETED's input breaks a budget, so the model is built: a boolean per candidate and the peak; before
     # reduction every candidate of both terms under the peak and the three budgets

@@ -78,24 +78,19 @@ class GroupRows:
         self.order = np.argsort(groups, kind="stable")
         self.bounds = np.searchsorted(groups[self.order], np.arange(problem.groups + 1))
         self.built: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        self.flat: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def of(self, g: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(rows, standard rows x candidates, interleaved rows x candidates) of group `g`."""
+        """(rows, standard rows x candidates, interleaved rows x candidates) of group `g`, kept once built."""
         if g not in self.built:
-            occurrences = self.order[self.bounds[g]:self.bounds[g + 1]]
-            at = self.table.start[self.table.term[occurrences]][:, None] + np.arange(self.counts[g])
-            self.built[g] = (self.table.row[occurrences], self.table.standard[at], self.table.interleaved[at])
+            self.built[g] = self.block(g)
         return self.built[g]
 
-    def by_candidate(self, g: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(standard, interleaved bytes per candidate x row, laid flat candidate by candidate; per entry its row's
-        position among the group's rows) of group `g`: what the repair scores, built once."""
-        if g not in self.flat:
-            _, standard, interleaved = self.of(g)
-            rows, count = standard.shape
-            self.flat[g] = (standard.T.ravel(), interleaved.T.ravel(), np.tile(np.arange(rows), count))
-        return self.flat[g]
+    def block(self, g: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`of(g)`, not kept: the repair scores thousands of groups, and keeping their blocks took 750 MB at 50k
+        values."""
+        occurrences = self.order[self.bounds[g]:self.bounds[g + 1]]
+        at = self.table.start[self.table.term[occurrences]][:, None] + np.arange(self.counts[g])
+        return self.table.row[occurrences], self.table.standard[at], self.table.interleaved[at]
 
 
 def changed_costs(problem: Problem) -> list[np.ndarray]:
@@ -234,7 +229,7 @@ def _scores(problem: Problem, index: GroupRows, groups: list[int], choice: list[
             interleaved: np.ndarray, standing: Standing) -> np.ndarray:
     """Per candidate of each of `groups` in turn (a column each): (total excess, peak, rows at that peak) after
     switching that group there, every group's candidates scored in one numpy pass over the rows they touch."""
-    parts = [index.of(g) for g in groups]
+    parts = [index.block(g) for g in groups]
     lengths = np.array([len(rows) for rows, _, _ in parts], dtype=np.int64)
     counts = np.array([block.shape[1] for _, block, _ in parts], dtype=np.int64)
     offsets = np.cumsum(lengths) - lengths
@@ -243,10 +238,10 @@ def _scores(problem: Problem, index: GroupRows, groups: list[int], choice: list[
     base_std = standard[rows] - np.concatenate([s[:, choice[g]] for g, (_, s, _) in zip(groups, parts)])
     base_il = interleaved[rows] - np.concatenate([i[:, choice[g]] for g, (_, _, i) in zip(groups, parts)])
     # per (group, candidate, row), candidate-major within each group: one segment per (group, candidate)
-    flat = [index.by_candidate(g) for g in groups]
-    at = np.concatenate([position for _, _, position in flat]) + np.repeat(offsets, lengths * counts)
-    new_std = base_std[at] + np.concatenate([s for s, _, _ in flat])
-    new_il = base_il[at] + np.concatenate([i for _, i, _ in flat])
+    at = np.concatenate([np.tile(np.arange(length), count) for length, count in zip(lengths.tolist(), counts.tolist())])
+    at += np.repeat(offsets, lengths * counts)
+    new_std = base_std[at] + np.concatenate([s.T.ravel() for _, s, _ in parts])
+    new_il = base_il[at] + np.concatenate([i.T.ravel() for _, _, i in parts])
     new_total = new_std + new_il
     segment_lengths = np.repeat(lengths, counts)
     starts = np.cumsum(segment_lengths) - segment_lengths
@@ -287,7 +282,7 @@ def repair(problem: Problem, choice: list[int], index: GroupRows, moves: int = M
         g = groups[int(owner[best])]
         c = best - int(np.searchsorted(owner, owner[best]))
         forbidden = key[0] if pairing.priced else 0
-        rows, group_standard, group_interleaved = index.of(g)
+        rows, group_standard, group_interleaved = index.block(g)
         standard[rows] += group_standard[:, c] - group_standard[:, choice[g]]
         interleaved[rows] += group_interleaved[:, c] - group_interleaved[:, choice[g]]
         choice[g] = c

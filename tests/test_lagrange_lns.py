@@ -17,7 +17,7 @@ from ipuplan.model.problem import FORBIDDEN, Edge, StepRow
 from ipuplan.plan.budgets import Budgets
 from ipuplan.solvers import cpsat
 from ipuplan.solvers.construct import GroupRows
-from ipuplan.solvers.lagrange import _induced_forest, _tree_choice, descend, lagrangian, relieve
+from ipuplan.solvers.lagrange import _induced_forest, _tree_choice, descend, lagrangian, least_bytes, relieve
 from ipuplan.solvers.lns import grown, neighbourhood, search
 
 F = FORBIDDEN
@@ -108,3 +108,19 @@ def test_search_ends_no_worse_and_valid(p):
     base = next(valid_choices(p))
     found = search(p, base, 0.5, cpsat.solve_part)
     assert valid(p, found) and p.exchange_of(found) <= p.exchange_of(base)
+
+
+def test_the_least_bytes_start_within_the_limit_is_moved_off_its_forbidden_pair_to_the_optimum():
+    # Least bytes is (1, 1): 30 of 100, but the pair is forbidden; (0, 1) fits (80) and is the cheapest valid choice.
+    row = StepRow(0, 0, 0, ((0, b(60, 10), b(0, 0)), (1, b(60, 20), b(0, 0))))
+    p = problem([row], (2, 2), exchange=((0, 50), (0, 5)), sizes=(0, 0), limits=Budgets(100, 0, 0).limits[:1],
+                edges=[Edge(0, 1, np.array([[0, 0], [0, F]]))])
+    assert least_bytes(p) == [1, 1]
+    found = lagrangian(p, tuple(least_bytes(p)), rounds=0)
+    assert valid(p, found) and (p.exchange_of(found), p.changed_of(found)) == best_by_brute_force(p, Objective.FIT)
+
+
+def test_the_least_bytes_start_never_picks_a_candidate_forbidden_alone():
+    row = StepRow(0, 0, 0, ((0, b(60, 10), b(0, 0)),))
+    p = problem([row], (2,), exchange=((0, F),), sizes=(0,))
+    assert least_bytes(p) == [0]

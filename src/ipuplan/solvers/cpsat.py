@@ -21,7 +21,7 @@ import numpy as np
 from ipuplan.model.objective import OBJECTIVES, Objective, Term
 from ipuplan.model.problem import FORBIDDEN, Problem, StepRow
 from ipuplan.solvers.construct import cheapest, construct, tie_bound, tie_value
-from ipuplan.solvers.lagrange import lagrangian
+from ipuplan.solvers.lagrange import lagrangian, least_bytes
 from ipuplan.solvers.linear import LinearRows, PairColumns, RuleRows, linear_rows, pair_columns
 from ipuplan.solvers.lns import search
 from ipuplan.solvers.ortools_import import cp_model
@@ -420,19 +420,22 @@ def _pairwise_fit(problem: Problem, objective: Objective, soft: bool) -> bool:
 
 def searched_start(problem: Problem, settings: SolverSettings | None,
                    on_valid: Callable[[tuple[int, ...]], None] | None = None) -> tuple[int, ...]:
-    """The Lagrangian start (`lagrange.lagrangian`) from the input and, when that ends invalid, from each group's
-    cheapest candidate too (IOPDDL B: from the input 5.7 M, from the cheapest 25.1 M; A: from the input 1,202
-    forbidden pairs left after a round, from the cheapest 40), each within START_SHARE of the time limit (none
-    without settings or when deterministic: its rounds are capped anyway); the constructive choice when the start
-    still breaks a budget or makes a forbidden pick and is better (only where the whole model fits: the repair's
-    moves each sort the rows, 66 s on IOPDDL A)."""
+    """The Lagrangian start (`lagrange.lagrangian`) from the input and, while that ends invalid, from each group's
+    cheapest candidate, then from its least bytes (`lagrange.least_bytes`) (IOPDDL B: from the input 5.7 M; A: from
+    the input 1,202 forbidden pairs left after a round, from the least bytes 594; M: from the input and the
+    cheapest over the limit, from the least bytes valid at once), each within START_SHARE of the time limit (none
+    without settings or when deterministic: its rounds are capped anyway); the constructive choice when the start still breaks a budget or
+    makes a forbidden pick and is better (only where the whole model fits: the repair's moves each sort the rows, 66 s
+    on IOPDDL A)."""
     seconds = None if settings is None or settings.deterministic else settings.time_limit * START_SHARE
     seed = settings.seed if settings else 0
-    found = lagrangian(problem, problem.input_choice, seed=seed, seconds=seconds, on_valid=on_valid)
-    if not _valid(problem, found):
-        again = lagrangian(problem, tuple(cheapest(problem)), seed=seed, seconds=seconds, on_valid=on_valid)
-        found = min(found, again, key=lambda choice: _rank(problem, choice, Objective.FIT))
-    if not _valid(problem, found) and whole_model_fits(problem):
+    found = None
+    for begin in (lambda problem: problem.input_choice, cheapest, least_bytes):
+        again = lagrangian(problem, tuple(begin(problem)), seed=seed, seconds=seconds, on_valid=on_valid)
+        found = again if found is None else min(found, again, key=lambda choice: _rank(problem, choice, Objective.FIT))
+        if _valid(problem, found):
+            return found
+    if whole_model_fits(problem):
         built = construct(problem, Objective.FIT)
         return min(found, built, key=lambda choice: _rank(problem, choice, Objective.FIT))
     return found

@@ -21,7 +21,10 @@ from ipuplan.model.problem import Problem, StepRow, alive_left_out, relaxed_lowe
 from ipuplan.plan.budgets import Budgets
 from ipuplan.plan.layout import STANDARD
 from ipuplan.replan.pipeline import optimize
-from ipuplan.solvers import SolverSettings, SolveStatus, solve, solve_space
+from ipuplan import solvers
+from ipuplan.solvers import (SolverSettings, SolveResult, SolveStatus, model_size, register_backend, solve,
+                             solve_space)
+from ipuplan.solvers.construct import construct
 from ipuplan.space.levels import gemm
 from ipuplan.space.scopes import candidate_space, with_promoted
 
@@ -190,6 +193,23 @@ def test_the_best_split_outside_the_cap_is_found_and_only_then_optimal_is_said()
     assert wider.problem.usage(found.choice).peak == 311_412
     result = optimize(load_plan(CHIP_6), scope="kernels", workers=1, time_limit=10)
     assert (result.after.raw_peak, result.status) == (311_412, SolveStatus.OPTIMAL)
+
+
+def test_a_solve_that_finds_nothing_gives_the_constructive_choice_it_was_widened_from(monkeypatch):
+    # The same plan and scope; a backend that finds nothing in time. The widened problem's answer is then the
+    # constructive choice of the kept candidates (its indexes hold there), feasible, bound capped at its peak.
+    facts = plan_facts(load_plan(CHIP_6))
+    space = candidate_space(facts, "kernels")
+    start = Widening(facts, space, problem_of(facts, space))
+    monkeypatch.setattr(solvers, "BACKENDS", dict(solvers.BACKENDS))
+    register_backend("nothing", lambda problem, settings, progress: SolveResult(
+        SolveStatus.NO_SOLUTION, problem.input_choice, None, 0, solve_seconds=0.0, first_solution_seconds=None,
+        objective=settings.objective, **model_size(problem)))
+    wider, found = solve_space(start, SETTINGS, "nothing")
+    chosen = construct(start.problem)
+    assert found.choice == chosen and found.constructed and found.status == SolveStatus.FEASIBLE
+    assert found.peak == wider.problem.usage(chosen).peak == start.problem.usage(chosen).peak > found.bound
+    assert found.exchange_bytes == wider.problem.exchange_of(chosen)
 
 
 def test_without_a_cap_the_same_optimum(monkeypatch):

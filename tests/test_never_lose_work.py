@@ -141,7 +141,7 @@ def test_phases_are_reported_in_order_before_the_work():
     process = subprocess.run([*PYTHON, "optimize", str(REFERENCE), "-o", "/dev/null", "--force", "--workers", "1"],
                              capture_output=True, text=True, check=False)
     phases = [line.split()[0] for line in process.stderr.splitlines() if line.startswith("  ")]
-    assert phases[:4] == ["load", "analyse", "candidates", "solve"]
+    assert phases[:5] == ["load", "analyse", "candidates", "problem", "solve"]
 
 
 def test_ctrl_c_prints_one_line_exits_130_and_writes_nothing(tmp_path):

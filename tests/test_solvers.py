@@ -221,7 +221,7 @@ def test_an_unknown_backend_is_a_bad_option_naming_the_registered_ones(reference
         solve(KNOWN, SETTINGS, "stub")
 
 
-def test_a_backend_that_finds_nothing_leaves_the_plan_over_its_budgets_and_exits_3(tmp_path, monkeypatch):
+def test_a_backend_that_finds_nothing_exits_3_unless_the_constructive_choice_known_before_fits(tmp_path, monkeypatch):
     # The 6-layer chip plan overflows its budgets; a backend that finds nothing leaves it over them.
     def nothing(problem, settings, progress):
         return SolveResult(SolveStatus.NO_SOLUTION, problem.input_choice, None, 0, solve_seconds=0.0,
@@ -229,10 +229,17 @@ def test_a_backend_that_finds_nothing_leaves_the_plan_over_its_budgets_and_exits
 
     monkeypatch.setitem(solvers.BACKENDS, "cpsat", nothing)
     out = tmp_path / "out.json"
-    result = CliRunner().invoke(app, ["optimize", "models/vit-so400m-6layers-chip.json", "-o", str(out)])
+    result = CliRunner().invoke(app, ["optimize", "models/vit-so400m-6layers-chip.json", "-o", str(out),
+                                      "--scope", "storage"])
     assert result.exit_code == 3, result.output
     # the words are the CLI's (it now says no fitting layout was found in time, and that nothing was written)
     assert "does not fit" in result.output or "nothing written" in result.output
+    # In scope full a cap left Gemm splits out: the constructive choice that told which of them may beat its peak
+    # fits, and is what a solve that finds nothing leaves (solvers.solve_space), said so.
+    result = CliRunner().invoke(app, ["optimize", "models/vit-so400m-6layers-chip.json", "-o", str(out), "--json"])
+    summary = json.loads(result.stdout)
+    assert result.exit_code == 0 and summary["fits_after"] and summary["status"] == "feasible"
+    assert summary["note"] == "no solver solution within the time limit: the constructive plan is returned"
 
 
 FORBIDDEN = ("ipuplan.facts", "ipuplan.space", "ipuplan.model.build")

@@ -4,13 +4,14 @@ order exchange bytes before changed values."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import numpy as np
 from problems import BUDGETED, problem
 
 from ipuplan.model.objective import Objective
-from ipuplan.model.problem import StepRow
-from ipuplan.solvers.construct import changed_costs, construct, tie_bound, tie_ranks, tie_value
+from ipuplan.model.problem import FORBIDDEN, Edge, StepRow
+from ipuplan.solvers.construct import GroupRows, changed_costs, construct, repair, tie_bound, tie_ranks, tie_value
 
 
 def test_constructive_repairs_a_budget_the_smallest_candidates_break():
@@ -49,3 +50,12 @@ def test_tie_costs_order_exchange_bytes_before_changed_values():
     for ranks, exchange, changed in zip(tie_ranks(ties), ties.exchange, changed_costs(ties)):
         weighted = np.array(exchange) * ties.tie_weight + changed
         assert (ranks[:, None] <= ranks[None, :]).tolist() == (weighted[:, None] <= weighted[None, :]).tolist()
+
+
+def test_a_group_live_at_no_row_is_moved_off_a_forbidden_pair():
+    # Group 1 holds no bytes anywhere (an IOPDDL node of one usage); the pair (0, 0) is forbidden. Switching group 0
+    # raises the peak (10 -> 30), switching group 1 changes no row: the repair takes the latter.
+    rows = (StepRow(0, 0, 0, ((0, np.array([10, 30]), np.array([0, 0])),)),)
+    edge = Edge(0, 1, np.array([[FORBIDDEN, 0], [0, FORBIDDEN]]))
+    start = replace(problem(rows, (2, 2)), edges=(edge,))
+    assert repair(start, [0, 0], GroupRows(start)) == [0, 1]

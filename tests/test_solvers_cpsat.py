@@ -61,7 +61,7 @@ def test_past_proxy_ties_entries_a_proven_peak_ends_the_solve(monkeypatch):
     monkeypatch.setattr(cpsat, "build_model", lambda *a, **k: pytest.fail("CP-SAT must not be built"))
     result = cpsat.solve(costly, SETTINGS)
     assert (result.status, result.choice, result.peak, result.bound) == (SolveStatus.OPTIMAL, (1, 1), 80, 80)
-    assert result.constructed and result.exchange_bytes == 10
+    assert result.constructed and result.ties_left and result.exchange_bytes == 10
 
 
 def test_a_solved_model_reports_its_size():

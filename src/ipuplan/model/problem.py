@@ -365,11 +365,12 @@ def relaxed_lower_bound(problem: Problem, alive: dict[int, np.ndarray]) -> int |
     picked = np.flatnonzero(virtual[groups])  # the kept terms of those groups, one per (row, group)
     keys = table.row[picked] * problem.groups + groups[picked]
     order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
     extra = np.zeros(len(picked), dtype=np.int64)
     for r, left_out in enumerate(problem.left_out):
         for g, standard, interleaved in left_out:
-            at = int(np.searchsorted(keys[order], r * problem.groups + g))
-            if virtual[g] and at < len(order) and keys[order[at]] == r * problem.groups + g:
+            at = int(np.searchsorted(ordered, r * problem.groups + g))
+            if virtual[g] and at < len(order) and ordered[at] == r * problem.groups + g:
                 extra[order[at]] = int(standard[alive[g]].min()) + int(interleaved[alive[g]].min())
     least = table.extremes()[0][table.term[picked]]
     floor = problem.row_peaks[0].copy()

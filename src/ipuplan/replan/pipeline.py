@@ -240,6 +240,10 @@ def _objective_terms(problem: Problem, goal: Objective, exchange_of: Callable[[t
     return lambda choice: (problem.usage(choice).peak,)
 
 
+TIES_LEFT = ("the peak is proven; the exchange and changed values after it are the constructive plan's, not minimised "
+             "(on a model this large the solver would minimise only the model's exchange proxy)")
+
+
 def _result_facts(prepared: Prepared, solved: SolveResult, exact: ExactProblem | None = None) -> tuple[PlanFacts, str]:
     """The facts of the plan to return, and a note when it is the input unchanged (judged by the exact exchange where
     the choice was made by it)."""
@@ -255,7 +259,7 @@ def _result_facts(prepared: Prepared, solved: SolveResult, exact: ExactProblem |
     elif no_better_than_input(problem, solved, facts, None if exact is None else exact.exchange_of):
         note = "nothing better than the input in this scope: the input is returned unchanged"
     else:
-        return rewrite(facts, space, solved.choice, facts.budgets), ""
+        return rewrite(facts, space, solved.choice, facts.budgets), TIES_LEFT if solved.ties_left else ""
     unchanged = with_derived_fields(with_budgets(facts.plan, facts.budgets), facts.estimate)
     return replace(facts, plan=unchanged), note
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from enum import Enum
 from importlib import import_module
 from typing import Protocol, TypeVar
@@ -96,18 +96,18 @@ def solve_space(start: W, settings: SolverSettings, backend: str | Backend = Bac
     if not problem.left_out or settings.objective != Objective.PEAK:
         return start, solve(problem, settings, backend, progress)
     started = time.perf_counter()
-    known = constructed_peak(problem)
+    known = constructed(problem)
     if known is None:
-        return _solved_twice(start, settings, backend, progress)
-    alive = alive_left_out(problem, known)
+        return _solved_twice(start, settings, backend, progress, started)
+    alive = alive_left_out(problem, known.peak)
     floor = relaxed_lower_bound(problem, alive)
-    if floor is None or floor >= known:  # no left-out choice beats the constructive peak
+    if floor is None or floor >= known.peak:  # no left-out choice beats the constructive peak
         counted = int(sum(mask.sum() for mask in alive.values()))
-        return start, _capped(solve(replace(problem, left_out=()), _left(settings, started), backend, progress), known,
-                              counted)
+        solved = replace(problem, left_out=())
+        return start, _capped(solved, solve(solved, _left(settings, started), backend, progress), known, counted)
     wider = start.widened(alive)
-    return wider, _capped(solve(replace(wider.problem, left_out=()), _left(settings, started), backend, progress), known,
-                          0)
+    solved = replace(wider.problem, left_out=())
+    return wider, _capped(solved, solve(solved, _left(settings, started), backend, progress), known, 0)
 
 
 def _left(settings: SolverSettings, started: float) -> SolverSettings:
@@ -117,32 +117,43 @@ def _left(settings: SolverSettings, started: float) -> SolverSettings:
     return replace(settings, time_limit=max(settings.time_limit - (time.perf_counter() - started), settings.time_limit / 10))
 
 
-def constructed_peak(problem: Problem) -> int | None:
-    """The peak of the constructive choice, or of the input where it is smaller, of those that meet the budgets
-    (None: neither does)."""
-    peaks = [problem.usage(choice).peak for choice in (construct(problem), problem.input_choice)
+@dataclass(frozen=True)
+class Known:
+    """A choice that meets the budgets, found before the solve, and its peak."""
+
+    choice: tuple[int, ...]
+    peak: int
+
+
+def constructed(problem: Problem) -> Known | None:
+    """The constructive choice, or the input where its peak is smaller, of those that meet the budgets (None: neither
+    does)."""
+    found = [Known(choice, problem.usage(choice).peak) for choice in (construct(problem), problem.input_choice)
              if not problem.usage(choice).violation(problem.limits) and not problem.forbidden_in(choice)]
-    return min(peaks, default=None)
+    return min(found, key=lambda known: known.peak, default=None)
 
 
-def _capped(result: SolveResult, known: int, counted: int) -> SolveResult:
-    """A solve over the candidates and the left-out choices that may beat `known`, as the whole scope's: every other
-    choice has a peak of at least `known`, so the bound is at most that, and "optimal" holds only where it still
-    reaches the peak found. `counted`: the left-out choices still out that the bound counted (`SolveResult.left_out`)."""
-    if result.status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
-        return replace(result, left_out=counted)
-    bound = min(result.bound, known)
+def _capped(problem: Problem, result: SolveResult, known: Known, counted: int) -> SolveResult:
+    """A solve of `problem` (its candidates and the left-out choices that may beat `known`) as the whole scope's: every
+    other choice has a peak of at least `known`'s, so the bound is at most that, and "optimal" holds only where it
+    still reaches the peak found. A solve that ends without a choice, or above `known`'s peak, gives `known` (a choice
+    of `problem`: the widened candidates come after the kept ones), feasible. `counted`: the left-out choices still out
+    that the bound counted (`SolveResult.left_out`)."""
+    if result.status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE) or result.peak > known.peak:
+        result = replace(result, status=SolveStatus.FEASIBLE, choice=known.choice, peak=known.peak,
+                         bound=max(0, result.bound or 0), exchange_bytes=problem.exchange_of(known.choice),
+                         changed_values=problem.changed_of(known.choice), constructed=True)
+    bound = min(result.bound, known.peak)
     return replace(result, bound=bound, status=SolveStatus.OPTIMAL if bound >= result.peak else SolveStatus.FEASIBLE,
                    left_out=counted)
 
 
-def _solved_twice(start: W, settings: SolverSettings, backend: str | Backend,
-                  progress: Progress | None) -> tuple[W, SolveResult]:
-    """`solve_space` with no budget-meeting choice known: the first solve (whose bound covers the whole scope,
-    `whole_scope`) finds the peak to beat, and when left-out choices may still beat it, a second solve has them
-    among the candidates; the first has WIDEN_SHARE less of the time limit."""
+def _solved_twice(start: W, settings: SolverSettings, backend: str | Backend, progress: Progress | None,
+                  started: float) -> tuple[W, SolveResult]:
+    """`solve_space` with no budget-meeting choice known (looked for since `started`): the first solve (whose bound
+    covers the whole scope, `whole_scope`) finds the peak to beat, and when left-out choices may still beat it, a
+    second solve has them among the candidates; the first has WIDEN_SHARE less of the time limit."""
     problem = start.problem
-    started = time.perf_counter()
     first = solve(problem, replace(settings, time_limit=settings.time_limit * (1 - WIDEN_SHARE)), backend, progress)
     if first.status != SolveStatus.FEASIBLE or not first.left_out:
         return start, first

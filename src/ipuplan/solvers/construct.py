@@ -200,7 +200,8 @@ class Standing:
 
     def moved(self, rows: np.ndarray, standard: np.ndarray, interleaved: np.ndarray) -> None:
         """The view after a move changed the bytes at `rows` (distinct) to `standard` and `interleaved` there: only
-        those rows' totals and excess computed again (every row's excess per move was O(rows) at 200k values)."""
+        those rows' totals and excess computed again (every row's excess, per move, was the repair's largest cost at
+        200k values); the peak is one pass over the totals."""
         self.total[rows] = standard + interleaved
         over = Usage(standard, interleaved).excess(self.limits)
         self.excess += int(over.sum()) - int(self.over[rows].sum())
@@ -221,6 +222,17 @@ class Standing:
         return np.unique(self.total, return_counts=True)
 
 
+def _segments(ufunc: np.ufunc, figures: np.ndarray, starts: np.ndarray, lengths: np.ndarray, empty: int) -> np.ndarray:
+    """Per segment (`lengths` figures from each of `starts`, end to end), `ufunc`'s reduction of its figures, `empty`
+    for a segment of none: `reduceat` would read an empty segment as the next one's first figure (a group live at no
+    row, IOPDDL's nodes of one usage, only reaches the repair through its forbidden picks)."""
+    found = np.full(len(starts), empty, dtype=np.int64)
+    filled = lengths > 0
+    if filled.any():
+        found[filled] = ufunc.reduceat(figures, starts[filled])
+    return found
+
+
 def _tops_without(standing: Standing, totals: np.ndarray, offsets: np.ndarray,
                   lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per group (its `lengths` rows' `totals` end to end, each group's first at `offsets`): the highest total of the
@@ -231,7 +243,7 @@ def _tops_without(standing: Standing, totals: np.ndarray, offsets: np.ndarray,
     left = np.zeros(len(offsets), dtype=np.int64)
     open_ = np.ones(len(offsets), dtype=bool)
     for k in range(len(values) - 1, -1, -1):
-        outside = counts[k] - np.add.reduceat(totals == values[k], offsets)
+        outside = counts[k] - _segments(np.add, totals == values[k], offsets, lengths, 0)
         found = open_ & (outside > 0)
         top[found], left[found] = values[k], outside[found]
         open_ &= ~found
@@ -262,17 +274,18 @@ def _scores(problem: Problem, index: GroupRows, groups: list[int], choice: list[
     starts = np.cumsum(segment_lengths) - segment_lengths
     tops = _tops_without(standing, standing.total[rows], offsets, lengths)
     top, at_top = (np.repeat(figure, counts) for figure in tops)
-    peak = np.maximum(top, np.maximum.reduceat(new_total, starts))
-    at_peak = np.where(peak == top, at_top, 0) + np.add.reduceat(new_total >= np.repeat(peak, segment_lengths), starts)
-    outside = standing.excess - np.repeat(np.add.reduceat(standing.over[rows], offsets), counts)
-    violation = outside + np.add.reduceat(Usage(new_std, new_il).excess(problem.limits), starts)
+    peak = np.maximum(top, _segments(np.maximum, new_total, starts, segment_lengths, -1))
+    at_peak = np.where(peak == top, at_top, 0) + _segments(np.add, new_total >= np.repeat(peak, segment_lengths),
+                                                            starts, segment_lengths, 0)
+    outside = standing.excess - np.repeat(_segments(np.add, standing.over[rows], offsets, lengths, 0), counts)
+    violation = outside + _segments(np.add, Usage(new_std, new_il).excess(problem.limits), starts, segment_lengths, 0)
     return np.stack([violation, peak, at_peak])
 
 
 def repair(problem: Problem, choice: list[int], index: GroupRows, moves: int = MOVES) -> list[int]:
     """Greedy single switches off the focus row (while a forbidden pick is left, off the groups it involves) while
     (forbidden picks, excess, peak, rows at the peak) strictly drops: the first group's first candidate of the
-    least such key."""
+    least such key; at most `moves` switches, or a quarter of the groups where that is more (`MOVES`)."""
     choice = list(choice)
     usage = problem.usage(choice)
     standard, interleaved = usage.standard.copy(), usage.interleaved.copy()

@@ -454,8 +454,9 @@ def whole_model_fits(problem: Problem) -> bool:
 
 PROXY_TIES_ENTRIES = 250_000
 """Row entries (each candidate of each term at each row it occurs) above which, once the start's peak is proven, the
-start is the answer: the phases after the peak minimise the model's exchange proxy, which the plan's exact figure
-does not follow there (the exact stage, `replan.pipeline.priced_exactly`, is left out at that size). At 10k values
+start is the answer (`SolveResult.ties_left`, said in the run's note): the phases after the peak minimise the model's
+exchange proxy, which the plan's exact figure does not follow there (and the exact stage,
+`replan.pipeline.priced_exactly`, prices at most EXACT_AUTO_CANDIDATES candidates: 51,585 at 10k). At 10k values
 (1.1 M entries after reduction) the CP-SAT phase ran 8 s and found nothing with presolve, reached 42.92 G from
 43.99 G in 6 s at +450 MB with 2 workers (+850 MB at 50k) and nothing with 1; a one-group descent of the proxy
 reached 41.89 G but raised the written plan's exact exchange by 4.8% (37.94 G -> 39.76 G; 50k: 189.7 G ->
@@ -537,8 +538,8 @@ def _solve_from(problem: Problem, settings: SolverSettings, progress: Progress |
         elapsed = time.perf_counter() - started
         if progress is not None:
             progress("peak", problem.usage(begun.choice).peak, begun.bound, elapsed)
-        return _constructed_result(problem, begun, settings, SolveStatus.OPTIMAL, {
-            "solve_seconds": elapsed, "first_solution_seconds": elapsed}, model_size(problem))
+        return replace(_constructed_result(problem, begun, settings, SolveStatus.OPTIMAL, {
+            "solve_seconds": elapsed, "first_solution_seconds": elapsed}, model_size(problem)), ties_left=True)
     first = None
     if _pairwise_fit(problem, settings.objective, soft):
         begun, settings, first = _neighbourhoods(problem, settings, progress, begun, started)

@@ -62,6 +62,9 @@ class SolveResult:
     constructed: bool = False
     """The choice is the constructive solution: proven optimal (the solver was skipped) or the best known
     (the solver found nothing in time)."""
+    ties_left: bool = False
+    """The terms after the peak (exchange, changed values) were not minimised: the peak is proven, and on a model
+    this large the phases after it would minimise only the model's exchange proxy (`cpsat.PROXY_TIES_ENTRIES`)."""
     terms_merged: int = 0
     """Model reduction: distinct terms folded into shared sums (terms live at exactly the same steps)."""
     candidates_dropped: int = 0

@@ -91,7 +91,7 @@ def test_a_neighbourhood_prices_every_choice_of_its_groups_as_the_whole_problem(
     index = GroupRows(p)
     base = next(valid_choices(p))
     free = grown(index, 0, 2, np.random.default_rng(0))
-    part = neighbourhood(p, index, base, free)
+    part = neighbourhood(p, index, base, free, p.usage(base))
     fixed = sum(int(p.exchange[g][c]) for g, c in enumerate(base) if g not in free.tolist()) + sum(
         int(e.costs[base[e.a], base[e.b]]) for e in p.edges if e.a not in free.tolist() and e.b not in free.tolist())
     for local in itertools.product(*(range(n) for n in part.problem.candidate_counts)):

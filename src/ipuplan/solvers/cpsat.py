@@ -406,8 +406,10 @@ def start(problem: Problem, objective: Objective, soft: bool = False, settings: 
                  windows, found[0] if found else None)
 
 
-START_SHARE = 0.15
-"""Of the time limit, the most the Lagrangian start of a `fit` with edges may take (its rounds are capped too)."""
+START_SHARE = 0.5
+"""Of the time limit, the most the Lagrangian starts of a `fit` with edges may take together, their GroupRows built
+(their rounds are capped too). IOPDDL A (35 s left after the reduction): 6 s to build the GroupRows, then the
+cheapest start's first round (7 s) is its first valid choice."""
 WHOLE_MODEL_PAIRS = 300_000
 """Pair booleans at most for the whole model to be built and solved after the neighbourhoods (IOPDDL B: 82k, A: 2 M;
 presolve alone outlasts a minute on the latter)."""
@@ -420,18 +422,22 @@ def _pairwise_fit(problem: Problem, objective: Objective, soft: bool) -> bool:
 
 def searched_start(problem: Problem, settings: SolverSettings | None,
                    on_valid: Callable[[tuple[int, ...]], None] | None = None) -> tuple[int, ...]:
-    """The Lagrangian start (`lagrange.lagrangian`) from the input and, while that ends invalid, from each group's
-    cheapest candidate, then from its least bytes (`lagrange.least_bytes`) (IOPDDL B: from the input 5.7 M; A: from
-    the input 1,202 forbidden pairs left after a round, from the least bytes 594; M: from the input and the
-    cheapest over the limit, from the least bytes valid at once), each within START_SHARE of the time limit (none
-    without settings or when deterministic: its rounds are capped anyway); the constructive choice when the start still breaks a budget or
-    makes a forbidden pick and is better (only where the whole model fits: the repair's moves each sort the rows, 66 s
-    on IOPDDL A)."""
-    seconds = None if settings is None or settings.deterministic else settings.time_limit * START_SHARE
+    """The Lagrangian start (`lagrange.lagrangian`) from the input, from each group's cheapest candidate and from its
+    least bytes (`lagrange.least_bytes`), in that order but those within the limits first (one over them needs
+    `relieve`'s moves, each a pass over the groups of a row: from the input of IOPDDL A, 16 T over the limit, a
+    round took 140 s; from its cheapest, within the limit, the first round is valid), until one is valid (IOPDDL B:
+    from the input 5.7 M; M: from the least bytes valid at once). They share one deadline, START_SHARE of the time
+    limit (none without settings or when deterministic: their rounds are capped anyway), and one GroupRows
+    (`lagrange.group_rows`, kept for the neighbourhood search): a start that is stuck leaves the rest to the next.
+    Then the constructive choice when the start still breaks a budget or makes a forbidden pick and is better (only
+    where the whole model fits: the repair's moves each sort the rows, 66 s on IOPDDL A)."""
+    deadline = None if settings is None or settings.deterministic else time.perf_counter() + (
+        settings.time_limit * START_SHARE)
     seed = settings.seed if settings else 0
+    begins = [tuple(begin(problem)) for begin in (lambda problem: problem.input_choice, cheapest, least_bytes)]
     found = None
-    for begin in (lambda problem: problem.input_choice, cheapest, least_bytes):
-        again = lagrangian(problem, tuple(begin(problem)), seed=seed, seconds=seconds, on_valid=on_valid)
+    for begin in sorted(begins, key=lambda choice: problem.usage(choice).violation(problem.limits) > 0):
+        again = lagrangian(problem, begin, seed=seed, deadline=deadline, on_valid=on_valid)
         found = again if found is None else min(found, again, key=lambda choice: _rank(problem, choice, Objective.FIT))
         if _valid(problem, found):
             return found

@@ -11,7 +11,9 @@ from problems import BUDGETED, problem
 
 from ipuplan.model.objective import Objective
 from ipuplan.model.problem import FORBIDDEN, Edge, StepRow
-from ipuplan.solvers.construct import GroupRows, changed_costs, construct, repair, tie_bound, tie_ranks, tie_value
+from ipuplan.plan.budgets import Budgets
+from ipuplan.solvers.construct import (GroupRows, Standing, _scores, changed_costs, construct, repair, tie_bound,
+                                       tie_ranks, tie_value)
 
 
 def test_constructive_repairs_a_budget_the_smallest_candidates_break():
@@ -59,3 +61,32 @@ def test_a_group_live_at_no_row_is_moved_off_a_forbidden_pair():
     edge = Edge(0, 1, np.array([[FORBIDDEN, 0], [0, FORBIDDEN]]))
     start = replace(problem(rows, (2, 2)), edges=(edge,))
     assert repair(start, [0, 0], GroupRows(start)) == [0, 1]
+
+
+def test_each_switch_is_scored_as_the_usage_after_it_says_though_rows_that_tell_nothing_are_skipped():
+    # Random rows, under budgets that some rows break and under none: every (group, candidate) column of `_scores` is the (total
+    # excess, peak, rows at the peak) of the choice with that one switch, computed from scratch.
+    rng = np.random.default_rng(7)
+    for trial in range(20):
+        counts = tuple(int(n) for n in rng.integers(1, 5, 12))
+        rows = []
+        for r in range(40):
+            groups = sorted(set(rng.integers(0, 12, 5).tolist()))
+            rows.append(StepRow(r, int(rng.integers(0, 60)), int(rng.integers(0, 20)), tuple(
+                (g, rng.integers(0, 40, counts[g]), rng.integers(0, 25, counts[g]) * int(rng.integers(0, 2)))
+                for g in groups)))
+        random = problem(rows, counts, limits=Budgets(150 + 5 * trial, 60, 10).limits if trial % 2 else ())
+        choice = [int(rng.integers(0, n)) for n in counts]
+        usage = random.usage(tuple(choice))
+        standard, interleaved = usage.standard.copy(), usage.interleaved.copy()
+        focus = int(np.argmax(usage.standard + usage.interleaved))
+        groups = [g for g, _, _ in random.rows[focus].terms]
+        scores = _scores(random, GroupRows(random), groups, choice, standard, interleaved,
+                         Standing(random, standard.copy(), interleaved.copy()))
+        expected = []
+        for g in groups:
+            for c in range(counts[g]):
+                after = random.usage(tuple(c if h == g else pick for h, pick in enumerate(choice)))
+                total = after.standard + after.interleaved
+                expected.append((after.violation(random.limits), int(total.max()), int((total == total.max()).sum())))
+        assert [tuple(int(x) for x in column) for column in scores.T] == expected

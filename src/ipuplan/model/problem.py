@@ -395,60 +395,83 @@ def alive_left_out(problem: Problem, peak: int | None) -> dict[int, np.ndarray]:
     """Per group with left-out choices, which of them may still be part of a choice with a peak below `peak` (None:
     any peak) that meets the budgets. A choice is dropped when some row it is live at would, with every other group
     at its least there, reach `peak` or break a budget; the least of a group counts its kept candidates and its
-    choices still alive, so each drop may tighten the others, and the pass is repeated until nothing more drops."""
+    choices still alive, so each drop may tighten the others, and the pass is repeated until nothing more drops (all
+    rows at once: dropping is monotone, so the order of the drops does not change where it ends)."""
     rules = [(limit.standard, limit.interleaved, limit.bytes) for limit in problem.limits]
     if peak is not None:
         rules.append((1, 1, peak - 1))
-    alive = {g: np.ones(len(s), dtype=bool) for terms in problem.left_out for g, s, _ in terms}
-    weighted = [(_weighted_rows(problem, a, b), cap) for a, b, cap in rules]
+    flat = _LeftOut(problem)
+    alive = np.ones(flat.choices, dtype=bool)
+    weighted = [(flat.weighted_rows(problem, a, b), cap) for a, b, cap in rules]
     changed = bool(rules)
     while changed:
         changed = False
         for rows, cap in weighted:
-            changed |= _drop_left_out(rows, alive, cap)
-    return alive
+            changed |= flat.dropped(rows, alive, cap)
+    return {g: alive[flat.offsets[g]:flat.offsets[g] + flat.sizes[g]] for g in flat.groups}
 
 
-WeightedRow = tuple[int, tuple[tuple[int, int, np.ndarray], ...]]
-"""(the row's bytes no left-out choice changes, per group with left-out choices there: (group, the least of its
-kept candidates, each left-out choice's bytes)), under one rule's weights."""
+class _LeftOut:
+    """Every row's left-out terms laid flat: per occurrence (row order) its row, group and its choices' place among
+    all groups' left-out choices end to end."""
 
+    def __init__(self, problem: Problem) -> None:
+        occurrences = [(r, term) for r, terms in enumerate(problem.left_out) for term in terms]
+        self.row = np.array([r for r, _ in occurrences], dtype=np.int64)
+        self.group = np.array([term[0] for _, term in occurrences], dtype=np.int64)
+        self.groups = sorted(set(self.group.tolist()))
+        self.sizes = {g: 0 for g in self.groups}
+        for _, (g, s, _) in occurrences:
+            self.sizes[g] = len(s)
+        self.offsets = dict(zip(self.groups, np.cumsum([0, *(self.sizes[g] for g in self.groups)]).tolist()))
+        self.choices = sum(self.sizes.values())
+        lengths = np.array([len(term[1]) for _, term in occurrences], dtype=np.int64)
+        self.lengths, self.starts = lengths, np.cumsum(lengths) - lengths
+        self.at = np.repeat(np.array([self.offsets[g] for g in self.group.tolist()], dtype=np.int64), lengths) + (
+            np.arange(int(lengths.sum())) - np.repeat(self.starts, lengths))
+        self.terms = [term for _, term in occurrences]
 
-def _weighted_rows(problem: Problem, a: int, b: int) -> list[WeightedRow]:
-    """The rows with left-out choices, weighted by `a x standard + b x interleaved` (each term's least from the table
-    at once: a least per term of every row took 2.3 s at 10k values)."""
-    table = problem.table
-    least = table.extremes(a, b)[0][table.term]  # per occurrence, its term's least
-    kept = table.row_sums(least) + a * table.constant_standard + b * table.constant_interleaved
-    groups = table.group[table.term]
-    bounds = np.searchsorted(table.row, np.arange(table.rows + 1)).tolist()
-    found = []
-    for r, left_out in enumerate(problem.left_out):
-        if not left_out:
-            continue
-        row_groups, row_least = groups[bounds[r]:bounds[r + 1]], least[bounds[r]:bounds[r + 1]]
-        base, outside = int(kept[r]), []
-        for g, s, i in left_out:
-            at = np.flatnonzero(row_groups == g)
-            own = int(row_least[at[0]]) if len(at) else 0
-            base -= own
-            outside.append((g, own, a * s + b * i))
-        found.append((base, tuple(outside)))
-    return found
+    def weighted_rows(self, problem: Problem, a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Under the rule `a x standard + b x interleaved`: per row, its bytes no left-out choice changes less its
+        left-out groups' least kept there; per occurrence, that least; per occurrence's choice, its bytes (each
+        term's least from the table at once: a least per term of every row took 2.3 s at 10k values)."""
+        table = problem.table
+        least = table.extremes(a, b)[0][table.term]  # per table occurrence, its term's least
+        kept = table.row_sums(least) + a * table.constant_standard + b * table.constant_interleaved
+        own = np.zeros(len(self.row), dtype=np.int64)
+        if len(self.row) and table.terms:
+            groups = table.group[table.term]
+            # each left-out occurrence's group among its row's kept terms (rows and groups both ascend in the table)
+            keys = table.row * (problem.groups + 1) + groups
+            wanted = self.row * (problem.groups + 1) + self.group
+            order = np.argsort(keys, kind="stable")
+            found = np.searchsorted(keys[order], wanted)
+            hit = found < len(keys)
+            hit[hit] = keys[order[found[hit]]] == wanted[hit]
+            own[hit] = least[order[found[hit]]]
+        base = kept - np.bincount(self.row, weights=own, minlength=table.rows).astype(np.int64)
+        choices = np.concatenate([a * s + b * i for g, s, i in self.terms]) if self.terms else np.zeros(0, np.int64)
+        return base, own, choices.astype(np.int64)
 
-
-def _drop_left_out(rows: list[WeightedRow], alive: dict[int, np.ndarray], cap: int) -> bool:
-    """One pass of `alive_left_out` under one rule (its weighted rows, `<= cap`); whether any choice dropped."""
-    dropped = False
-    for base, outside in rows:
-        least = [min(kept, int(weighted[alive[g]].min())) if alive[g].any() else kept for g, kept, weighted in outside]
-        floor = base + sum(least)
-        for (g, _, weighted), own in zip(outside, least):
-            over = alive[g] & (floor - own + weighted > cap)
-            if over.any():
-                alive[g] &= ~over
-                dropped = True
-    return dropped
+    def dropped(self, rows: tuple[np.ndarray, np.ndarray, np.ndarray], alive: np.ndarray, cap: int) -> bool:
+        """One pass of `alive_left_out` under one rule (`weighted_rows`, `<= cap`), every row at once: whether any
+        choice dropped."""
+        base, own, choices = rows
+        if not len(choices):
+            return False
+        live = alive[self.at]
+        least_alive = np.full(len(self.row), np.iinfo(np.int64).max, dtype=np.int64)
+        filled = self.lengths > 0
+        least_alive[filled] = np.minimum.reduceat(np.where(live, choices, np.iinfo(np.int64).max),
+                                                  self.starts[filled])
+        least = np.minimum(own, least_alive)
+        floor = base + np.bincount(self.row, weights=least, minlength=len(base)).astype(np.int64)
+        others = np.repeat(floor[self.row] - least, self.lengths)
+        over = live & (others + choices > cap)
+        if not over.any():
+            return False
+        alive[self.at[over]] = False
+        return True
 
 
 def solution_fingerprint(choice: tuple[int, ...]) -> str:

@@ -90,3 +90,11 @@ def test_each_switch_is_scored_as_the_usage_after_it_says_though_rows_that_tell_
                 total = after.standard + after.interleaved
                 expected.append((after.violation(random.limits), int(total.max()), int((total == total.max()).sum())))
         assert [tuple(int(x) for x in column) for column in scores.T] == expected
+
+
+def test_a_given_choice_is_repaired_not_rebuilt():
+    # BUDGETED's smallest candidates break the standard budget; given the input (also over it) the repair still
+    # meets it, and given the repaired choice it moves nothing.
+    repaired = construct(BUDGETED, given=BUDGETED.input_choice)
+    assert BUDGETED.usage(repaired).violation(BUDGETED.limits) == 0
+    assert construct(BUDGETED, given=repaired) == repaired

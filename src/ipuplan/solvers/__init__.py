@@ -104,14 +104,16 @@ def solve_space(start: W, settings: SolverSettings, backend: str | Backend = Bac
     if floor is None or floor >= known.peak:  # no left-out choice beats the constructive peak
         counted = int(sum(mask.sum() for mask in alive.values()))
         solved = replace(problem, left_out=())
-        return start, _capped(solved, solve(solved, _left(settings, started), backend, progress), known, counted)
+        return start, _capped(solved, solve(solved, _left(settings, started, known), backend, progress), known, counted)
     wider = start.widened(alive)
     solved = replace(wider.problem, left_out=())
-    return wider, _capped(solved, solve(solved, _left(settings, started), backend, progress), known, 0)
+    return wider, _capped(solved, solve(solved, _left(settings, started, known), backend, progress), known, 0)
 
 
-def _left(settings: SolverSettings, started: float) -> SolverSettings:
-    """The settings with what the time limit leaves after `started` (at least its tenth); deterministic units whole."""
+def _left(settings: SolverSettings, started: float, known: Known) -> SolverSettings:
+    """The settings with what the time limit leaves after `started` (at least its tenth; deterministic units whole)
+    and the `known` choice as the start (the widened candidates come after the kept ones: its indices hold)."""
+    settings = replace(settings, start=known.choice)
     if settings.deterministic:
         return settings
     return replace(settings, time_limit=max(settings.time_limit - (time.perf_counter() - started), settings.time_limit / 10))

@@ -355,13 +355,14 @@ def repair(problem: Problem, choice: list[int], index: GroupRows, moves: int = M
     return choice
 
 
-def construct(problem: Problem, objective: Objective = Objective.PEAK, moves: int = MOVES) -> tuple[int, ...]:
-    """Every group at its smallest candidate, the groups with edges settled against their neighbours, then
-    repaired greedily across the rows."""
+def construct(problem: Problem, objective: Objective = Objective.PEAK, moves: int = MOVES,
+              given: tuple[int, ...] | None = None) -> tuple[int, ...]:
+    """Every group at its smallest candidate, the groups with edges settled against their neighbours (or the `given`
+    choice, constructed before), then repaired greedily across the rows."""
     if not problem.groups:
         return ()
     index = GroupRows(problem)
-    choice = _smallest(problem, objective, index.pairing)
-    if problem.edges:
+    choice = list(given) if given is not None else _smallest(problem, objective, index.pairing)
+    if problem.edges and given is None:
         choice = _settled(problem, choice, objective, index.pairing)
     return tuple(repair(problem, choice, index, moves) if problem.rows else choice)

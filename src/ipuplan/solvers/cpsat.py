@@ -392,7 +392,8 @@ def start(problem: Problem, objective: Objective, soft: bool = False, settings: 
             on_valid(choice)
 
     pairwise_fit = _pairwise_fit(problem, objective, soft)
-    built = searched_start(problem, settings, heard) if pairwise_fit else construct(problem, objective)
+    given = None if settings is None else settings.start
+    built = searched_start(problem, settings, heard) if pairwise_fit else construct(problem, objective, given=given)
     better = _rank(problem, built, objective) < _rank(problem, problem.input_choice, objective)
     hint = built if better else problem.input_choice
     usage = problem.usage(hint)

@@ -271,7 +271,8 @@ def on_undominated(solve_reduced: Callable[..., SolveResult]) -> Callable[..., S
             return SolveResult(SolveStatus.INFEASIBLE, problem.input_choice, None, problem.lower_bound(),
                                solve_seconds=0.0, first_solution_seconds=None, objective=settings.objective,
                                **model_size(problem))
-        result = solve_reduced(reduced.problem, settings, progress, **options)
+        start = None if settings.start is None else reduced.lowered(settings.start)
+        result = solve_reduced(reduced.problem, replace(settings, start=start), progress, **options)
         if result.peak is None:
             return replace(result, choice=problem.input_choice, candidates_dropped=reduced.dropped)
         choice = reduced.lift(result.choice)

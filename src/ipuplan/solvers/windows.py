@@ -75,7 +75,7 @@ def window_bound(problem: Problem, solve: Callable[[Problem, SolverSettings], So
     (a known peak: nothing can beat it) or `windows` distinct ones are solved."""
     bound, solved = problem.lower_bound(), {}
     per_window = replace(settings, time_limit=max(0.2, min(1.0, settings.time_limit / 20)), workers=1,
-                         deterministic=True, dump_model=None)
+                         deterministic=True, dump_model=None, start=None)
     for centre in centres(problem).tolist():
         if bound >= target or len(solved) >= windows:
             break
@@ -161,7 +161,7 @@ def _relaxed_solve(relaxed: Problem, result: SolveResult, settings: SolverSettin
     seconds = share if settings.deterministic else max(settings.time_limit - (time.perf_counter() - started), share)
     solved = result.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
     return solve(replace(relaxed, input_choice=result.choice) if solved else relaxed,
-                 replace(settings, time_limit=seconds, dump_model=None), None)
+                 replace(settings, time_limit=seconds, dump_model=None, start=None), None)
 
 
 def _unsolved(result: SolveResult, bound: SolveResult, alive_count: int) -> SolveResult:

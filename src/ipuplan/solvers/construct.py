@@ -208,7 +208,7 @@ class Standing:
         self.total = standard + interleaved
         self.over = Usage(standard, interleaved).excess(problem.limits)
         self.excess = int(self.over.sum())
-        self.cutoff = self.total.max(initial=0) + 1
+        self.cutoff, self.held = self.total.max(initial=0) + 1, 0
         self._peak()
 
     def _peak(self) -> None:
@@ -238,9 +238,11 @@ class Standing:
         if rows >= len(self.total):
             return np.unique(self.total, return_counts=True)
         above = self.total >= self.cutoff
-        if not rows <= np.count_nonzero(above) <= 4 * rows:
+        count = np.count_nonzero(above)
+        if not rows <= count <= 4 * max(rows, self.held):
             self.cutoff = np.partition(self.total, len(self.total) - rows)[len(self.total) - rows]
             above = self.total >= self.cutoff
+            self.held = np.count_nonzero(above)  # more than `rows` where many rows tie at the cutoff
         return np.unique(self.total[above], return_counts=True)
 
 

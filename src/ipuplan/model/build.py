@@ -30,10 +30,11 @@ _candidates, _members, _scratch = attrgetter("candidates"), attrgetter("members"
 _layouts, _value_bytes, _exchange = attrgetter("layouts"), attrgetter("value_bytes"), attrgetter("exchange_bytes")
 
 
-def problem_of(facts: PlanFacts, space: CandidateSpace) -> Problem:
-    """The space's choices as indices and integers, under the budgets of `facts`."""
+def problem_of(facts: PlanFacts, space: CandidateSpace, live: LiveSets | None = None) -> Problem:
+    """The space's choices as indices and integers, under the budgets of `facts` (`live`: the space's live sets,
+    when known)."""
     with gc_paused():  # tens of thousands of rows and terms, no garbage: the collector would walk the whole plan
-        rows, left_out = step_rows(facts, space)
+        rows, left_out = step_rows(facts, space, live)
         return Problem(
             candidate_counts=tuple(len(g.candidates) for g in space.free),
             input_choice=tuple(g.input_index for g in space.free),
@@ -54,11 +55,14 @@ class Widening:
     facts: PlanFacts
     space: CandidateSpace
     problem: Problem
+    live: LiveSets | None = None
+    """The space's live sets, when known: a widening adds candidates, not members (1.5 s at 200k values)."""
 
     def widened(self, chosen: dict[int, np.ndarray]) -> Widening:
-        """The left-out choices `chosen` (per free group index, a mask) made candidates (`scopes.with_promoted`)."""
+        """The left-out choices `chosen` (per free group index, a mask) made candidates (`scopes.with_promoted`); the
+        live sets are not passed on (a solve widens once, and they hold 25 MB at 50k values)."""
         space = with_promoted(self.facts, self.space, chosen)
-        return Widening(self.facts, space, problem_of(self.facts, space))
+        return Widening(self.facts, space, problem_of(self.facts, space, self.live))
 
 
 @dataclass(frozen=True)
@@ -78,10 +82,11 @@ class LiveSets:
     """Per set, its group and its members' positions in the group, in live order."""
 
 
-def step_rows(facts: PlanFacts, space: CandidateSpace) -> tuple[list[StepRow], list[Terms]]:
+def step_rows(facts: PlanFacts, space: CandidateSpace,
+              live: LiveSets | None = None) -> tuple[list[StepRow], list[Terms]]:
     """Per-step constant and variable bytes, and per step the left-out choices' bytes; steps dominated by another
     step are dropped. Equal terms are one object, shared by every row they occur at."""
-    live = live_sets(facts, space)
+    live = live if live is not None else live_sets(facts, space)
     set_terms, set_left_out = _set_terms(space, live.sets), _set_left_outs(space, live.sets)
     position_of = {step.index: k for k, step in enumerate(facts.plan.steps)}
     scratch, left_scratch = _candidate_scratch(space, position_of), _left_out_scratch(space, position_of)

@@ -19,7 +19,7 @@ from ipuplan.facts.check import ValueChange, check, value_changes
 from ipuplan.facts.estimate import Estimate
 from ipuplan.facts.plan_exchange import PlanExchange, plan_exchange
 from ipuplan.facts.plan_facts import PlanFacts, plan_facts
-from ipuplan.model.build import Widening, problem_of
+from ipuplan.model.build import LiveSets, Widening, live_sets, problem_of
 from ipuplan.model.exact import ExactProblem, exact_problem
 from ipuplan.model.objective import Objective
 from ipuplan.model.problem import Problem, alive_within, solution_fingerprint
@@ -47,6 +47,8 @@ class Prepared:
     space: CandidateSpace
     """Of the run's scope, pins and classes."""
     problem: Problem
+    live: LiveSets | None = None
+    """The space's live sets, for a widening of the space (`model.build.Widening`); let go after the solve."""
 
 
 def _silent(name: str, detail: str) -> None:
@@ -63,7 +65,8 @@ def prepare(plan: Plan, options: OptimizeOptions, on_phase: Phase = _silent) -> 
     on_phase("candidates", f"scope {options.scope.value}" + (f", {len(pins.frozen)} values pinned" if pins else ""))
     space = candidate_space(facts, options.scope, pins.frozen, keep_classes=options.keep_classes)
     on_phase("problem", f"{len(space.free):,} free groups, {sum(len(g.candidates) for g in space.free):,} candidates")
-    return Prepared(options, facts, pins, space, problem_of(facts, space))
+    live = live_sets(facts, space)
+    return Prepared(options, facts, pins, space, problem_of(facts, space, live), live)
 
 
 def require_structurally_consistent(facts: PlanFacts) -> None:
@@ -309,9 +312,9 @@ def solve_prepared(prepared: Prepared, progress: Progress | None = None, on_phas
     if not settings.deterministic:
         settings = replace(settings, time_limit=max(deadline - time.perf_counter(), 0.1))
     # a cap on a family's splits: the splits it left out that may beat the peak are solved again (issue 19)
-    solved_space, solved = solve_space(Widening(prepared.facts, prepared.space, problem), settings, options.solver,
-                                       progress)
-    prepared = replace(prepared, space=solved_space.space, problem=solved_space.problem)
+    solved_space, solved = solve_space(Widening(prepared.facts, prepared.space, problem, prepared.live), settings,
+                                       options.solver, progress)
+    prepared = replace(prepared, space=solved_space.space, problem=solved_space.problem, live=None)
     if not _needs_explaining(prepared, solved):
         exact, solved = priced_exactly(prepared, solved, settings, deadline, progress, on_phase)
         on_phase("rewrite", "the chosen layouts written and the plan re-checked")

@@ -13,7 +13,7 @@ from ipuplan.model.problem import FORBIDDEN, Edge, StepRow
 from ipuplan.plan.budgets import Budgets
 from ipuplan.solvers import SolverSettings, SolveStatus, solve
 from ipuplan.solvers.cpsat import solve_reduced
-from ipuplan.solvers.windows import window, window_bound
+from ipuplan.solvers.windows import window, window_bound, window_key
 
 SETTINGS = SolverSettings(time_limit=5, workers=1, deterministic=True)
 
@@ -26,10 +26,22 @@ COUPLED = problem([StepRow(0, 10, 0, ((0, b(0, 40), b(0, 0)),)), StepRow(1, 10, 
 
 
 def test_a_window_is_the_problem_of_its_rows_alone():
-    key, sub = window(COUPLED, 1, 3)
+    sub = window(COUPLED, 1, 3)
     assert sub.candidate_counts == (2, 2) and [row.step for row in sub.rows] == [1, 2]
     assert [g for row in sub.rows for g, _, _ in row.terms] == [0, 1]
-    assert key == window(COUPLED, 1, 3)[0] != window(COUPLED, 0, 2)[0]
+    assert window_key(COUPLED, 1, 3) == window_key(COUPLED, 1, 3) != window_key(COUPLED, 0, 2)
+
+
+def test_windows_of_equal_bytes_share_a_key_whatever_their_groups():
+    # rows 0-1 and 2-3 are copies (groups 0, 1 and 2, 3 in the same roles); row 4 differs from row 0 in one byte
+    copy = [StepRow(0, 5, 0, ((0, b(1, 2), b(0, 0)), (1, b(3, 4), b(0, 0)))), StepRow(1, 5, 0, ((1, b(3, 4), b(0, 0)),)),
+            StepRow(2, 5, 0, ((2, b(1, 2), b(0, 0)), (3, b(3, 4), b(0, 0)))), StepRow(3, 5, 0, ((3, b(3, 4), b(0, 0)),)),
+            StepRow(4, 5, 0, ((4, b(1, 3), b(0, 0)), (5, b(3, 4), b(0, 0)))), StepRow(5, 5, 0, ((5, b(3, 4), b(0, 0)),))]
+    copies = problem(copy, (2,) * 6)
+    assert window_key(copies, 0, 2) == window_key(copies, 2, 4) != window_key(copies, 4, 6)
+    # the same bytes at row 1 held by the other group is another window
+    swapped = problem([copy[0], StepRow(1, 5, 0, ((0, b(3, 4), b(0, 0)),))], (2, 2))
+    assert window_key(swapped, 0, 2) != window_key(copies, 0, 2)
 
 
 def test_a_window_bound_beats_the_per_row_bound_and_never_the_optimum():
@@ -59,6 +71,7 @@ def test_a_window_keeps_the_edges_between_its_groups_only():
     rows = [StepRow(r, 0, 0, ((r, b(1, 2), b(0, 0)),)) for r in range(3)]
     joined = problem(rows, (2, 2, 2), edges=[Edge(0, 1, np.array([[0, 1], [FORBIDDEN, 0]])),
                                              Edge(2, 1, np.array([[3, 0], [0, 3]]))])
-    _, first = window(joined, 0, 2)
+    first = window(joined, 0, 2)
     assert [(e.a, e.b, e.costs.tolist()) for e in first.edges] == [(0, 1, [[0, 1], [FORBIDDEN, 0]])]
-    assert window(joined, 2, 3)[1].edges == ()
+    assert window(joined, 2, 3).edges == ()
+    assert window_key(joined, 0, 2) != window_key(joined, 1, 3)  # the same bytes, but an edge of another pair

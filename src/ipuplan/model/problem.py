@@ -109,6 +109,19 @@ class TermTable:
         """Per distinct term, its number of candidates."""
         return np.diff(np.append(self.start, len(self.standard)))
 
+    @cached_property
+    def contents(self) -> np.ndarray:
+        """Per distinct term, a number shared by exactly the terms of equal bytes per candidate (of any group)."""
+        found = np.zeros(self.terms, dtype=np.int64)
+        counts, numbered = self.counts, 0
+        for count in np.unique(counts).tolist():
+            terms = np.flatnonzero(counts == count)
+            at = self.start[terms][:, None] + np.arange(count)
+            _, inverse = np.unique(np.hstack([self.standard[at], self.interleaved[at]]), axis=0, return_inverse=True)
+            found[terms] = numbered + inverse.ravel()
+            numbered += int(inverse.max(initial=-1)) + 1
+        return found
+
     def row_sums(self, per_term: np.ndarray) -> np.ndarray:
         """Per row, the sum of a per-occurrence figure."""
         return np.bincount(self.row, weights=per_term, minlength=self.rows).astype(np.int64)

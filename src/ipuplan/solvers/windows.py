@@ -42,9 +42,30 @@ class WindowBound:
     """Distinct windows solved."""
 
 
-def window(problem: Problem, first: int, last: int) -> tuple[tuple, Problem]:
-    """(content key, the problem of rows `first` to `last` over only the groups live there, renumbered, with the
-    edges between two of them: fewer pairs that may not be made than the whole problem has, still a relaxation)."""
+def window_key(problem: Problem, first: int, last: int) -> tuple:
+    """What the window of rows `first` to `last` is made of, equal for windows of equal bytes (the copies of an
+    unrolled program): per row its constant bytes, per term its group numbered by first appearance and its bytes,
+    and the edges between its groups. From the problem's table: 1,140 windows keyed term by term took 2.4 s at 200k
+    values."""
+    table = problem.table
+    a, b = np.searchsorted(table.row, [first, last]).tolist()
+    terms = table.term[a:b]
+    groups = table.group[terms]
+    distinct, first_at, inverse = np.unique(groups, return_index=True, return_inverse=True)
+    local = np.empty(len(distinct), dtype=np.int64)
+    local[np.argsort(first_at, kind="stable")] = np.arange(len(distinct))
+    shape = (table.constant_standard[first:last].tobytes(), table.constant_interleaved[first:last].tobytes(),
+             (table.row[a:b] - first).tobytes(), local[inverse.ravel()].tobytes(), table.contents[terms].tobytes())
+    if not problem.edges:
+        return shape
+    number = dict(zip(distinct.tolist(), local.tolist()))
+    return shape + tuple((number[e.a], number[e.b], e.costs.shape, e.costs.tobytes()) for e in problem.edges
+                         if e.a in number and e.b in number)
+
+
+def window(problem: Problem, first: int, last: int) -> Problem:
+    """The problem of rows `first` to `last` over only the groups live there, renumbered, with the edges between two
+    of them: fewer pairs that may not be made than the whole problem has, still a relaxation."""
     rows = problem.rows[first:last]
     local: dict[int, int] = {}
     for row in rows:
@@ -52,16 +73,13 @@ def window(problem: Problem, first: int, last: int) -> tuple[tuple, Problem]:
             local.setdefault(g, len(local))
     groups = list(local)
     edges = tuple(Edge(local[e.a], local[e.b], e.costs) for e in problem.edges if e.a in local and e.b in local)
-    key = tuple((row.standard, row.interleaved, tuple((local[g], s.tobytes(), i.tobytes()) for g, s, i in row.terms))
-                for row in rows) + tuple((e.a, e.b, e.costs.shape, e.costs.tobytes()) for e in edges)
-    sub = Problem(candidate_counts=tuple(problem.candidate_counts[g] for g in groups),
-                  input_choice=tuple(problem.input_choice[g] for g in groups),
-                  group_sizes=tuple(problem.group_sizes[g] for g in groups),
-                  rows=tuple(StepRow(row.step, row.standard, row.interleaved,
-                                     tuple((local[g], s, i) for g, s, i in row.terms)) for row in rows),
-                  exchange=tuple(problem.exchange[g] for g in groups), limits=problem.limits, steps_total=len(rows),
-                  edges=edges)
-    return key, sub
+    return Problem(candidate_counts=tuple(problem.candidate_counts[g] for g in groups),
+                   input_choice=tuple(problem.input_choice[g] for g in groups),
+                   group_sizes=tuple(problem.group_sizes[g] for g in groups),
+                   rows=tuple(StepRow(row.step, row.standard, row.interleaved,
+                                      tuple((local[g], s, i) for g, s, i in row.terms)) for row in rows),
+                   exchange=tuple(problem.exchange[g] for g in groups), limits=problem.limits, steps_total=len(rows),
+                   edges=edges)
 
 
 def centres(problem: Problem) -> np.ndarray:
@@ -80,10 +98,10 @@ def window_bound(problem: Problem, solve: Callable[[Problem, SolverSettings], So
         if bound >= target or len(solved) >= windows:
             break
         first = max(0, min(centre - rows // 2, len(problem.rows) - rows))
-        key, sub = window(problem, first, first + rows)
+        key = window_key(problem, first, first + rows)
         if key in solved:
             continue
-        result = solve(sub, per_window)
+        result = solve(window(problem, first, first + rows), per_window)
         if result.status == SolveStatus.INFEASIBLE:
             return WindowBound(bound, True, len(solved) + 1)
         solved[key] = result.bound

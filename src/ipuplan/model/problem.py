@@ -117,7 +117,9 @@ class TermTable:
         for count in np.unique(counts).tolist():
             terms = np.flatnonzero(counts == count)
             at = self.start[terms][:, None] + np.arange(count)
-            _, inverse = np.unique(np.hstack([self.standard[at], self.interleaved[at]]), axis=0, return_inverse=True)
+            both = np.ascontiguousarray(np.hstack([self.standard[at], self.interleaved[at]]))
+            # each term's bytes as one opaque item: a sort of 1-D items, not unique's row-wise sort (1.2 s at 200k)
+            _, inverse = np.unique(both.view(np.dtype((np.void, both.itemsize * 2 * count))).ravel(), return_inverse=True)
             found[terms] = numbered + inverse.ravel()
             numbered += int(inverse.max(initial=-1)) + 1
         return found
@@ -271,7 +273,14 @@ class Problem:
 
     def with_limits(self, limits: tuple[Limit, ...]) -> Problem:
         """The same rows under other budgets; their table, once built, is shared rather than built again."""
-        changed = replace(self, limits=limits)
+        return self._same_rows(limits=limits)
+
+    def without_left_out(self) -> Problem:
+        """The same rows with no left-out choice; their table, once built, shared (1 s at 200k values)."""
+        return self._same_rows(left_out=())
+
+    def _same_rows(self, **fields) -> Problem:
+        changed = replace(self, **fields)
         if "table" in self.__dict__:
             changed.__dict__["table"] = self.table
         return changed

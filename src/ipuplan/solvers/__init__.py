@@ -103,10 +103,10 @@ def solve_space(start: W, settings: SolverSettings, backend: str | Backend = Bac
     floor = relaxed_lower_bound(problem, alive)
     if floor is None or floor >= known.peak:  # no left-out choice beats the constructive peak
         counted = int(sum(mask.sum() for mask in alive.values()))
-        solved = replace(problem, left_out=())
+        solved = problem.without_left_out()
         return start, _capped(solved, solve(solved, _left(settings, started, known), backend, progress), known, counted)
     wider = start.widened(alive)
-    solved = replace(wider.problem, left_out=())
+    solved = wider.problem.without_left_out()
     return wider, _capped(solved, solve(solved, _left(settings, started, known), backend, progress), known, 0)
 
 

@@ -306,6 +306,26 @@ def test_a_signal_while_the_command_loads_is_one_line(delay):
 
 
 
+def test_an_interrupt_while_typer_parses_the_arguments_is_one_line(monkeypatch):
+    """The CI run of 9f6d670: Ctrl-C at 0.4 s exited 130 with nothing said. Typer (0.29) turns a KeyboardInterrupt
+    raised while it builds the command's context, outside the command, into a silent Exit(130)."""
+    import importlib
+
+    from ipuplan import cli
+
+    click = importlib.import_module(cli.click_errors.__name__.rpartition(".")[0])  # the click typer uses
+    real = click.Context.__init__
+
+    def interrupted_context(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        if self.parent is not None:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(click.Context, "__init__", interrupted_context)
+    code, _, stderr = run("check", str(REFERENCE))
+    assert code == 130 and "Traceback" not in stderr and error_line(stderr) == "interrupted: nothing written"
+
+
 def test_an_interrupt_after_a_write_names_what_was_written(tmp_path, monkeypatch):
     """Item 7: synth said 'interrupted: nothing written' (130) while its complete output existed."""
     from ipuplan import cli

@@ -886,6 +886,8 @@ def _run(args: list[str] | None) -> int:
         code = RUN.interrupted(signal.SIGINT)
     except Terminated:
         code = RUN.interrupted(signal.SIGTERM)
+    if code == 128 + signal.SIGINT:  # typer >= 0.29 turns Ctrl-C outside a command (parsing its arguments) into a silent 130
+        code = RUN.interrupted(signal.SIGINT)
     return code if isinstance(code, int) else 0
 
 

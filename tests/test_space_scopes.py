@@ -83,8 +83,9 @@ def test_an_unknown_operation_freezes_what_is_live_there(reference_plan, spaces)
 
 
 def test_scopes_are_ordered_as_defined_narrowest_first():
-    assert tuple(Scope) == (Scope.STORAGE, Scope.KERNELS, Scope.FULL)
-    assert [scope.wider() for scope in Scope] == [(Scope.KERNELS, Scope.FULL), (Scope.FULL,), ()]
+    assert tuple(Scope) == (Scope.STORAGE, Scope.KERNELS, Scope.FULL, Scope.PROGRAM)
+    # `program` changes the timeline: opt-in only, never offered as a wider scope
+    assert [scope.wider() for scope in Scope] == [(Scope.KERNELS, Scope.FULL), (Scope.FULL,), (), ()]
 
 
 @pytest.mark.parametrize(
@@ -95,6 +96,7 @@ def test_scopes_are_ordered_as_defined_narrowest_first():
         (Scope.FULL, False, ["kernels", "attention", "elementwise", "classes", "storage"]),
         (Scope.FULL, True, ["kernels", "attention", "elementwise", "storage"]),
         (Scope.KERNELS, True, ["kernels", "attention", "storage"]),
+        (Scope.PROGRAM, False, ["kernels", "attention", "elementwise", "gather", "classes", "storage"]),
     ],
 )
 def test_each_scope_runs_its_registered_levels_in_registry_order(scope, keep_classes, names):
@@ -131,7 +133,7 @@ def stub_registered(monkeypatch):
 def test_a_level_registered_from_outside_decides_in_the_scopes_it_names(stub_registered, facts, scope):
     space = candidate_space(facts, scope)
     stubs = [group for group in space.free if group.kind == "stub"]
-    if scope is Scope.STORAGE:
+    if scope in (Scope.STORAGE, Scope.PROGRAM):  # the scopes the stub does not name
         assert stubs == [] and STUB_GROUP in [group.members for group in space.free]
     else:
         assert [(group.members, len(group.candidates)) for group in stubs] == [(STUB_GROUP, 1)]

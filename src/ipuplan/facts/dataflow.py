@@ -206,13 +206,15 @@ class _Inference:
         return None
 
     def preferred(self, step: Step, result: int, candidates: list[int]) -> list[int]:
-        """Narrowed to the values dying here, then of the result's name, then inside or outside the loop."""
-        names, bindings, in_loop = self.names, self.bindings, step.execution_count > 1
+        """Narrowed to the values dying here, then of the result's name, then inside or outside the loop, then of the
+        result's storage group (a parameter's gathered copy, scope `program`, names its parameter's group)."""
+        names, bindings, in_loop, groups = self.names, self.bindings, step.execution_count > 1, self.storage_groups
         candidates = self.narrow(
             candidates,
             lambda c: c in self.live.dies_at[step.index],
             lambda c: names[c] == names[result],
             lambda c: (c in bindings) == in_loop,  # the body arguments
+            lambda c: groups[c] == groups[result],
         )
         return self.latest_versions(candidates)
 

@@ -26,7 +26,7 @@ Term = tuple[int, np.ndarray, np.ndarray]
 """(group index, standard bytes per choice, interleaved bytes per choice): one element of `Terms`."""
 
 _id, _bytes, _memory_class = attrgetter("id"), attrgetter("bytes"), attrgetter("memory_class")
-_candidates, _members, _scratch = attrgetter("candidates"), attrgetter("members"), attrgetter("scratch")
+_candidates, _members, _scratch = attrgetter("candidates"), attrgetter("members"), attrgetter("row_scratch")
 _layouts, _value_bytes, _exchange = attrgetter("layouts"), attrgetter("value_bytes"), attrgetter("exchange_bytes")
 
 

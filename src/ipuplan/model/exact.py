@@ -19,7 +19,8 @@ from ipuplan.facts.plan_exchange import priced_kind
 from ipuplan.facts.plan_facts import PlanFacts
 from ipuplan.model.problem import FORBIDDEN, Edge, Problem
 from ipuplan.plan.operation import Operation
-from ipuplan.space.types import CandidateSpace
+from ipuplan.space.levels import gather
+from ipuplan.space.types import Candidate, CandidateSpace
 
 Side = tuple[tuple[int, ...], object]
 """(shape, layout) of one candidate of a step's source or result."""
@@ -125,6 +126,13 @@ class ExactProblem:
         return ExactProblem(narrowed, self.constant)
 
 
+def gathered_exchange(candidates: tuple[Candidate, ...]) -> np.ndarray:
+    """Per candidate, the bytes its inserted `Copy` steps send (scope `program`): steps the input plan does not
+    have, so `priced_steps` cannot find them."""
+    return np.fromiter((sum(g.exchange_bytes for g in c.gathers) for c in candidates), dtype=np.int64,
+                       count=len(candidates))
+
+
 def exact_problem(facts: PlanFacts, space: CandidateSpace, problem: Problem,
                   alive: list[np.ndarray] | None = None) -> ExactProblem:
     """`problem` (of `space`) with the exact exchange as its costs (edges between the same two groups summed), the
@@ -146,6 +154,9 @@ def exact_problem(facts: PlanFacts, space: CandidateSpace, problem: Problem,
         else:
             key, oriented = ((a, b), cost) if a < b else ((b, a), cost.T)
             edges[key] = edges[key] + oriented if key in edges else oriented
+    for g, group in enumerate(space.free):
+        if group.kind == gather.KIND:
+            unary[g] += gathered_exchange(group.candidates)
     for g, mask in enumerate(alive):
         unary[g][~mask] = FORBIDDEN
     priced = replace(problem, exchange=tuple(tuple(u.tolist()) for u in unary),

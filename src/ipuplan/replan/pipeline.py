@@ -26,6 +26,7 @@ from ipuplan.model.problem import Problem, alive_within, solution_fingerprint
 from ipuplan.plan.budgets import Budgets, Limit, excess
 from ipuplan.plan.format import Plan
 from ipuplan.replan.explain import Explanation, explain
+from ipuplan.replan.gathers import InsertedGather, inserted_gathers
 from ipuplan.replan.options import EXACT_AUTO_CANDIDATES, ExactExchange, OptimizeOptions
 from ipuplan.replan.pins import Pins, resolve_pins
 from ipuplan.replan.rewrite import rewrite, with_budgets, with_derived_fields
@@ -159,6 +160,12 @@ class OptimizeResult:
     def output_exchange(self) -> PlanExchange:
         """The exact exchange of the returned plan, the one that is written (docs/EXCHANGE.md)."""
         return plan_exchange(self.plan, self.facts)
+
+    @cached_property
+    def inserted(self) -> tuple[InsertedGather, ...]:
+        """The steps and values the returned plan inserted (scope `program`: gathered parameters), read from it; the
+        compiler must honour them."""
+        return inserted_gathers(len(self.prepared.facts.plan.values), self.facts)
 
     @property
     def exchange_before(self) -> int:

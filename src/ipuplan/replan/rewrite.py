@@ -18,6 +18,7 @@ from ipuplan.facts.plan_facts import PlanFacts, plan_facts
 from ipuplan.plan.budgets import Budgets
 from ipuplan.plan.format import Plan, Step, Value, gc_paused
 from ipuplan.plan.layout import format_layout
+from ipuplan.replan.gathers import with_gathers, without_gathers
 from ipuplan.space.types import CandidateSpace
 
 KEPT_VALUE_FIELDS = ("id", "origin", "root", "name", "group", "storage_group", "precision", "copies")
@@ -152,11 +153,11 @@ def rewrite(facts: PlanFacts, space: CandidateSpace, choice: tuple[int, ...], bu
     estimate, liveness and dataflow read layouts, shapes and live sets, never derived numbers.
     """
     with gc_paused():
-        applied = apply_choice(with_budgets(facts.plan, budgets), space, choice)
+        applied, inserted = with_gathers(apply_choice(with_budgets(facts.plan, budgets), space, choice), space, choice)
         inferred = plan_facts(applied)
         rewritten = replace(inferred, plan=with_derived_fields(applied, inferred.estimate))
         problems = [str(m) for m in check(rewritten.plan, rewritten)]
-        problems += contract_violations(facts.plan, rewritten.plan, facts.live)
+        problems += contract_violations(facts.plan, without_gathers(rewritten.plan, inserted), facts.live)
     if problems:
         raise IllegalRewrite(f"rewritten plan fails its checks ({len(problems)}): {problems[0]}")
     return rewritten

@@ -315,6 +315,15 @@ def _step_lines(step, holders: int, while_others: str) -> list[str]:
     return lines
 
 
+def inserted_lines(result) -> list[str]:
+    """The steps and values the written plan inserted (scope `program`), which the compiler must honour."""
+    if not result.inserted:
+        return []
+    head = (f"inserted {len(result.inserted)} Copy steps and values (scope program): the compiler must honour them "
+            "(each gathers a parameter stored sharded into the layout its reading step needs)")
+    return [head, *(f"  {g} ({g.name})" for g in result.inserted)]
+
+
 def frozen_lines(result) -> list[str]:
     """What the optimiser left alone, grouped by reason, largest groups first."""
     counts: dict[str, int] = {}
@@ -370,6 +379,8 @@ def optimize_summary(result, source: str, output: str | None) -> dict:
         "pinned": {"layout": sorted(result.pins.layout), "class": sorted(result.pins.memory_class)},
         "model_fingerprint": result.model_fingerprint,
         "solution_fingerprint": result.solution_fingerprint,
+        "inserted": [{"step": g.step, "value": g.value, "parameter": g.parameter, "reading_step": g.reading_step,
+                      "name": g.name} for g in result.inserted],
         "frozen_groups": len(result.frozen),
         "frozen": [{"values": list(g.members), "rule": g.reason.kind.name.lower(), "reason": str(g.reason)}
                    for g in result.frozen],

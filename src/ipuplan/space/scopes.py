@@ -18,10 +18,11 @@ import numpy as np
 from ipuplan.errors import IpuplanError
 from ipuplan.facts.plan_facts import PlanFacts
 from ipuplan.plan.format import gc_paused
-from ipuplan.space.levels import attention, elementwise, gemm
+from ipuplan.space.levels import attention, elementwise, gather, gemm
 from ipuplan.space.levels.attention import attention_level
 from ipuplan.space.levels.classes import class_level
 from ipuplan.space.levels.elementwise import elementwise_level
+from ipuplan.space.levels.gather import gather_level
 from ipuplan.space.levels.gemm import kernel_level
 from ipuplan.space.levels.retile import storage_level
 from ipuplan.space.rules import Context, LayoutGroup, context_of
@@ -43,11 +44,13 @@ class Scope(str, Enum):
     STORAGE = "storage"
     KERNELS = "kernels"
     FULL = "full"
+    PROGRAM = "program"
+    """Opt-in only, never a default nor suggested: it inserts steps and values into the timeline."""
 
     def wider(self) -> tuple[Scope, ...]:
-        """The scopes wider than this one, narrowest first."""
-        order = tuple(Scope)
-        return order[order.index(self) + 1:]
+        """The scopes wider than this one, narrowest first, within one timeline (`program` is never offered)."""
+        order = tuple(s for s in Scope if s is not Scope.PROGRAM)
+        return order[order.index(self) + 1:] if self in order else ()
 
 
 LevelFunction = Callable[[Context, tuple[LayoutGroup, ...]], Decisions]
@@ -74,26 +77,29 @@ CLASSES = "classes"
 """The level `keep_classes` leaves out."""
 
 LEVELS: tuple[Level, ...] = (
-    Level("kernels", kernel_level, (Scope.KERNELS, Scope.FULL), gemm.KIND, gemm.promote, "Gemm families"),
-    Level("attention", attention_level, (Scope.KERNELS, Scope.FULL), attention.KIND, attention.promote,
-          "attention products"),
-    Level("elementwise", elementwise_level, (Scope.FULL,), elementwise.KIND, elementwise.promote,
+    Level("kernels", kernel_level, (Scope.KERNELS, Scope.FULL, Scope.PROGRAM), gemm.KIND, gemm.promote,
+          "Gemm families"),
+    Level("attention", attention_level, (Scope.KERNELS, Scope.FULL, Scope.PROGRAM), attention.KIND,
+          attention.promote, "attention products"),
+    Level("elementwise", elementwise_level, (Scope.FULL, Scope.PROGRAM), elementwise.KIND, elementwise.promote,
           "element-wise families"),
-    Level(CLASSES, class_level, (Scope.FULL,), frees="memory classes"),
+    Level("gather", gather_level, (Scope.PROGRAM,), gather.KIND,
+          frees="parameters stored sharded and gathered by inserted Copy steps"),
+    Level(CLASSES, class_level, (Scope.FULL, Scope.PROGRAM), frees="memory classes"),
     Level("storage", storage_level, tuple(Scope), frees="any layout of a storage value"),
 )
 """Every freedom level once, in the order a scope runs them: a level decides before the ones below it,
 and a level that decides about every group it is given (storage) comes last in its scopes. Each scope is
 exactly its levels of REPLAN.md: `storage` = level 1 (with its full re-tiling), `kernels` = levels 1-2 (Gemm
-families and attention products), `full` = every level."""
+families and attention products), `full` = levels 1-4, `program` = `full` and the opt-in gather level."""
 
 
 def scopes_in_words() -> str:
     """Each scope and what it frees beyond the scope before it, from `LEVELS`.
 
     >>> for said in scopes_in_words().split(" or "): print(said)
-    storage (any layout of a storage value), kernels (storage + Gemm families, attention products)
-    full (kernels + element-wise families, memory classes)
+    storage (any layout of a storage value), kernels (storage + Gemm families, attention products), full (kernels + element-wise families, memory classes)
+    program (full + parameters stored sharded and gathered by inserted Copy steps)
     """
     said, before = [], None
     for scope in Scope:

@@ -8,7 +8,26 @@ from enum import Enum
 import numpy as np
 
 from ipuplan.facts.estimate import ValueBytes
-from ipuplan.plan.layout import Layout
+from ipuplan.plan.layout import STANDARD, Layout
+
+
+@dataclass(frozen=True)
+class Gather:
+    """A copy of a group member, in the layout its reading kernel needs, made by a `Copy` step inserted right before
+    the reading step (scope `program`, REPLAN.md): live there and at the reading step only."""
+
+    step: int
+    """The reading step (its index in the input plan)."""
+    position: int
+    """The member the reading step reads, by its position in the group."""
+    layout: Layout
+    """The layout the reader needs: the member's layout in the input plan."""
+    value_bytes: ValueBytes
+    exchange_bytes: int
+    """Bytes the inserted `Copy` sends between tiles (`facts.plan_exchange.step_bytes`, the written plan's figure)."""
+
+    def shifted(self, offset: int) -> Gather:
+        return Gather(self.step + offset, self.position, self.layout, self.value_bytes, self.exchange_bytes)
 
 
 @dataclass(frozen=True)
@@ -27,6 +46,24 @@ class Candidate:
     operations: tuple[tuple[int, str], ...] = ()
     """(step, operation text) rewritten by this choice (a Gemm's inner_block and output_columns)."""
     label: str = ""
+    gathers: tuple[Gather, ...] = ()
+    """The copies this choice inserts (scope `program`); their steps are among `scratch`'s, with the steps' own
+    scratch, so that `row_scratch` can add the copies' bytes there."""
+
+    @property
+    def row_scratch(self) -> tuple[tuple[int, int, int], ...]:
+        """`scratch` with the bytes of the gathered copies added at their reading steps: what the model counts there
+        (the inserted step itself holds less: its live set is the reading step's without the reading step's
+        results)."""
+        if not self.gathers:
+            return self.scratch
+        extra: dict[int, list[int]] = {}
+        for gather in self.gathers:
+            standard = gather.layout.memory_class == STANDARD
+            added = extra.setdefault(gather.step, [0, 0])
+            added[0 if standard else 1] += gather.value_bytes.bytes
+        return tuple((step, standard + extra.get(step, (0, 0))[0], interleaved + extra.get(step, (0, 0))[1])
+                     for step, standard, interleaved in self.scratch)
 
     def shifted(self, offset: int) -> Candidate:
         """The same choice for an equal group `offset` steps later: its scratch and operations move along.
@@ -36,13 +73,14 @@ class Candidate:
         """
         scratch = tuple([(step + offset, standard, interleaved) for step, standard, interleaved in self.scratch])
         operations = tuple([(step + offset, text) for step, text in self.operations])
+        gathers = tuple([gather.shifted(offset) for gather in self.gathers])
         return Candidate(self.layouts, self.value_bytes, self.exchange_bytes, scratch, self.shapes, operations,
-                         self.label)
+                         self.label, gathers)
 
     def with_scratch(self, scratch: tuple[tuple[int, int, int], ...]) -> Candidate:
         """The same choice with the scratch of the steps that depend on it (built directly, as `shifted`)."""
         return Candidate(self.layouts, self.value_bytes, self.exchange_bytes, scratch, self.shapes, self.operations,
-                         self.label)
+                         self.label, self.gathers)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ A benchmark, not a test: it runs the CLI in fresh processes (minutes in all) and
 
 Run:  .venv/bin/python benchmarks/capacity.py [--scope S ...] [--time-limit S]
 
-Per scope (`storage`, `kernels`, `full`):
+Per scope (`storage`, `kernels`, `full`, and the opt-in `program`):
 1. the reference plan, `ipuplan optimize models/vit-so400m-finalist-5.json --workers 1 --scope S`: raw peak, bound,
    status and the seconds end to end (a fresh process: load, solve, rewrite, write);
 2. capacity: the largest N for which `ipuplan synth models/vit-so400m-finalist-5.json --layers N`, optimised with
@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "models" / "vit-so400m-finalist-5.json"
 RESULTS = ROOT / "benchmarks" / "results" / "capacity.md"
 CHIP = ("--budget", "586960", "--interleaved-budget", "424880", "--support-reserve", "49152")
-SCOPES = ("storage", "kernels", "full")
+SCOPES = ("storage", "kernels", "full", "program")
 
 
 def ipuplan(*arguments: str) -> subprocess.CompletedProcess:
@@ -102,7 +102,7 @@ def markdown(rows: list[dict]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scope", action="append", choices=SCOPES, help="a scope (repeatable; default: all three)")
+    parser.add_argument("--scope", action="append", choices=SCOPES, help="a scope (repeatable; default: all four)")
     parser.add_argument("--time-limit", type=float, default=10.0)
     arguments = parser.parse_args()
     rows = []

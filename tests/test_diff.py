@@ -65,3 +65,17 @@ def test_diff_shows_each_family_that_changed_as_one_unit(reference_plan):
     shown = [int(line.split()[1]) for line in lines if line.lstrip().startswith("value ")]
     assert sorted(shown) == [c.value_id for c in result.values]  # every change once, in a family or alone
     assert sum(line.lstrip().startswith("step ") for line in lines) == len(result.operations)
+
+
+def test_diff_lists_the_copies_scope_program_inserted_and_compares_the_other_steps(reference_plan):
+    result = optimize(reference_plan, workers=1, time_limit=10, scope="program")
+    found = diff_plans(reference_plan, result.plan)
+    assert found.inserted == result.inserted and len(found.inserted) == 14
+    assert {c.value_id for c in found.values} == {c.value_id for c in result.changes}
+    assert found.operations == tuple(o for o in found.operations if o.step < len(reference_plan.steps))
+    lines = diff_lines(found)
+    assert "inserted step 8: Copy of value 49 into value 176 for step 12 (operation 3 gather of " \
+           "vit.encoder.attention_norm.scale for step 12)" in lines
+    assert ", 14 Copy steps inserted; raw peak 367,216 (step 47) -> 113,080 (step 55)" in lines[-2]
+    with pytest.raises(PlanError, match="inserted copies"):  # the other way round is no re-plan of one scope
+        diff_plans(result.plan, reference_plan)

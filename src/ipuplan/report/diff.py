@@ -12,6 +12,7 @@ from ipuplan.facts.plan_exchange import PlanExchange, plan_exchange
 from ipuplan.facts.plan_facts import plan_facts
 from ipuplan.plan.format import Plan
 from ipuplan.plan.layout import parse_layout
+from ipuplan.replan.gathers import InsertedGather, inserted_gathers, without_gathers
 from ipuplan.report.text import FamilyUnit, family_units, unit_of
 
 
@@ -33,6 +34,8 @@ class PlanDiff:
     exchange_after: PlanExchange
     families: tuple[FamilyUnit, ...] = ()
     """The old plan's kernel families: the changes of each are shown together."""
+    inserted: tuple[InsertedGather, ...] = ()
+    """The steps and values the new plan inserted (scope `program`), by their numbers in the new plan."""
 
 
 def tiling(layout: str) -> tuple[tuple[int, ...], tuple[int | None, ...]]:
@@ -43,18 +46,21 @@ def tiling(layout: str) -> tuple[tuple[int, ...], tuple[int | None, ...]]:
 
 def diff_plans(old: Plan, new: Plan) -> PlanDiff:
     """Per changed value its tiling, class and bytes; per changed operation its text; both estimates and both
-    exact exchanges."""
-    if len(old.values) != len(new.values) or len(old.steps) != len(new.steps):
+    exact exchanges; the steps and values `new` inserted (scope `program`), its other steps compared with `old`'s."""
+    before, after = plan_facts(old), plan_facts(new)
+    inserted = inserted_gathers(len(old.values), after) if len(new.values) > len(old.values) else ()
+    compared = without_gathers(new, inserted)
+    if len(old.values) != len(compared.values) or len(old.steps) != len(compared.steps):
         raise PlanError(
             f"plans of different programs ({len(old.values)} vs {len(new.values)} values, "
-            f"{len(old.steps)} vs {len(new.steps)} steps): diff compares re-plans of one scope"
+            f"{len(old.steps)} vs {len(new.steps)} steps, {len(inserted)} inserted copies): diff compares re-plans "
+            "of one scope"
         )
-    before, after = plan_facts(old), plan_facts(new)
-    operations = tuple(
-        OperationDiff(a.index, a.operation, b.operation) for a, b in zip(old.steps, new.steps) if a.operation != b.operation
-    )
-    return PlanDiff(value_changes(old, new, before.estimate, after.estimate), operations, before.estimate,
-                    after.estimate, plan_exchange(old, before), plan_exchange(new, after), family_units(before))
+    operations = tuple(OperationDiff(a.index, a.operation, b.operation)
+                       for a, b in zip(old.steps, compared.steps) if a.operation != b.operation)
+    return PlanDiff(value_changes(old, compared, before.estimate, after.estimate), operations, before.estimate,
+                    after.estimate, plan_exchange(old, before), plan_exchange(new, after), family_units(before),
+                    inserted)
 
 
 def _strides(strides: tuple[int | None, ...]) -> str:
@@ -76,10 +82,12 @@ def diff_lines(result: PlanDiff) -> list[str]:
     steps = {step for unit in result.families for step in unit.steps}
     lines += [_value_line(c) for c in result.values if c.value_id not in units]
     lines += [_operation_line(c) for c in result.operations if c.step not in steps]
+    lines += [f"inserted {g} ({g.name})" for g in result.inserted]
     before, after = result.before, result.after
     delta = after.raw_peak - before.raw_peak
     lines.append(
-        f"{len(result.values)} values and {len(result.operations)} operations changed; raw peak "
+        f"{len(result.values)} values and {len(result.operations)} operations changed"
+        f"{f', {len(result.inserted)} Copy steps inserted' if result.inserted else ''}; raw peak "
         f"{before.raw_peak:,} (step {before.total_peak_step}) -> {after.raw_peak:,} (step {after.total_peak_step}), "
         f"{delta:+,} bytes ({delta / max(before.raw_peak, 1):+.1%}); fits {_fits(before)} -> {_fits(after)}"
     )

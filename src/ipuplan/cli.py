@@ -89,6 +89,7 @@ from ipuplan.facts.plan_exchange import plan_exchange
 from ipuplan.facts.plan_facts import plan_facts
 from ipuplan.plan.format import dump_plan, load_plan
 from ipuplan.plan.outputs import WRITING, captured_file, require_outputs, write_atomically
+from ipuplan.replan.against import ContractScope, against
 from ipuplan.replan.options import OptimizeOptions
 from ipuplan.replan.pins import read_pin_file
 from ipuplan.report.diff import diff_lines, diff_plans
@@ -450,26 +451,53 @@ class _Progress:
 @one_line_errors
 def check_command(
     plan_path: PlanPath,
+    against_path: Annotated[Path | None, typer.Option(
+        "--against", metavar="ORIG", show_default=False,
+        help="The plan PLAN was rewritten from: also report every way PLAN breaks the output contract "
+             "relative to it (REPLAN.md).")] = None,
+    scope: Annotated[ContractScope | None, typer.Option(
+        show_default=False, help="The scope whose contract --against checks (default full; program: gathers "
+                                 "may be inserted).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object: the mismatches and the plan's "
-                                          "exact exchange.")] = False,
+                                          "exact exchange (with --against: the contract's lines).")] = False,
 ) -> None:
-    """Recompute every derived field and report each mismatch (exit 1 if any)."""
+    """Recompute every derived field and report each mismatch (exit 1 if any); with --against, every break of the
+    output contract too."""
+    if scope is not None and against_path is None:
+        RUN.fail("error: --scope needs --against (see: ipuplan check -h)", "error")
+        raise typer.Exit(2)
     started = time.perf_counter()
     with _Progress(quiet=as_json, name="check").ticking():
         plan = load_plan(plan_path)
+        original = load_plan(against_path) if against_path is not None else None
         facts = plan_facts(plan)
         mismatches = check(plan, facts)
+        chosen = (scope or ContractScope.FULL).value
+        contract = None if original is None else against(original, plan, chosen, after_facts=facts)
         exchange = plan_exchange(plan, facts) if as_json else None
     if as_json:
-        RUN.say_json(check_summary(str(plan_path), plan, mismatches, exchange, time.perf_counter() - started))
-        raise typer.Exit(1 if mismatches else 0)
-    for mismatch in mismatches:
-        typer.echo(f"{plan_path}: {mismatch}")
+        summary = check_summary(str(plan_path), plan, mismatches, exchange, time.perf_counter() - started)
+        if contract is not None:
+            summary.update(against=str(against_path), scope=chosen, contract=contract)
+            summary["status"] = "mismatches" if contract else summary["status"]
+        RUN.say_json(summary)
+        raise typer.Exit(1 if mismatches or contract else 0)
+    _print_check(plan_path, plan, mismatches if contract is None else contract, started,
+                 "" if contract is None else f" against {against_path} (scope {chosen})")
+
+
+def _print_check(plan_path: Path, plan, lines: list, started: float, against_what: str) -> None:
+    """Each mismatch (or contract line) as `PLAN: line`, then their count on stderr (exit 1), or the consistent line.
+    With --against the contract's lines hold the plain check's mismatches too (its rule `check`)."""
+    for line in lines:
+        typer.echo(f"{plan_path}: {line}")
     elapsed = time.perf_counter() - started
-    if mismatches:
-        typer.echo(f"{plan_path}: {len(mismatches)} mismatches ({elapsed:.2f} s)", err=True)
+    if lines:
+        what = "contract violations" if against_what else "mismatches"
+        typer.echo(f"{plan_path}: {len(lines)} {what}{against_what} ({elapsed:.2f} s)", err=True)
         raise typer.Exit(1)
-    typer.echo(f"{plan_path}: consistent: {len(plan.values)} values, {len(plan.steps)} steps checked ({elapsed:.2f} s)")
+    typer.echo(f"{plan_path}: consistent: {len(plan.values)} values, {len(plan.steps)} steps checked{against_what} "
+               f"({elapsed:.2f} s)")
 
 
 @app.command("show")

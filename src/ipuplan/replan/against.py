@@ -1,0 +1,410 @@
+"""The output contract of REPLAN.md ("What the output must satisfy"), checked from outside the optimiser: every way a
+rewritten plan breaks it relative to the plan it was made from (`ipuplan check NEW --against ORIG`).
+
+Four rules, each its own lines, in this order: `structure` (the same keys, values and steps, with what they keep),
+`insertion` (the gathers only scope `program` may insert, written exactly as REPLAN.md's "Optional scope
+`program`" says), `scope` (no value the scope holds has changed its layout or class), `check` (the plan agrees
+with its own estimate). A plan that is no rewrite of the other at all gives one line per problem, never a
+traceback: a compiler engineer reads these lines, not the optimiser's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from ipuplan.facts.check import check
+from ipuplan.facts.dataflow import BODY_ARGUMENT, is_body_argument
+from ipuplan.facts.plan_facts import PlanFacts, plan_facts
+from ipuplan.plan.format import Plan, Step, Value
+from ipuplan.replan.rewrite import KEPT_VALUE_FIELDS
+from ipuplan.space.scopes import Scope, candidate_space, scope_named
+
+PROGRAM = "program"
+"""The opt-in scope that may insert gathers (REPLAN.md, "Optional scope `program`")."""
+
+ContractScope = Enum("ContractScope", {**{s.name: s.value for s in Scope}, "PROGRAM": PROGRAM}, type=str)
+"""Every scope a contract can be checked in: the optimiser's scopes and `program` (whether or not `Scope` has it)."""
+
+GATHER_OPERATION = "Copy { mapping: CoordinateMapping { offsets: [], view: None }, reuse_local: true }"
+"""The text of an inserted step: the form of the plan's own whole-tensor `Copy` steps."""
+
+KEPT_PLAN_FIELDS = ("version", "scope", "model", "tile_count", "gemm_output_packing", "attention_products")
+"""Top-level fields no rewrite touches (budgets may be overridden, the derived fields are recomputed)."""
+
+KEPT_STEP_FIELDS = ("source", "execution_count")
+"""Kept by every original step; its index may move past inserted steps and its live set gain gathered values."""
+
+BornAt = tuple[tuple[int, ...], ...]
+"""Per step, the values first live there (`Liveness.born_at`)."""
+
+GATHERED_VALUE_FIELDS = ("origin", "shape", "precision", "storage_group", "layout", "memory_class", "copies")
+"""What a gathered value takes from its parameter in the original plan: the layout is the one its reader needs."""
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """Which steps and values of the rewritten plan are the original ones, and which were inserted."""
+
+    inserted_values: tuple[int, ...]
+    """Ids of the rewritten plan past the original values."""
+    first_live: dict[int, int]
+    """Per inserted value that is live, the first step that holds it."""
+    inserted_steps: dict[int, tuple[int, ...]]
+    """Per inserted step, in order, the inserted values first live there: the steps where one is first live, when
+    they are as many as the steps the plan has beyond the original's (else none)."""
+    new_index: tuple[int, ...] | None
+    """Per original step, its index in the rewritten plan: the rewritten plan's steps but the inserted ones, in
+    order. None when their number is not the original's (then no step is compared with another)."""
+
+    @property
+    def misplaced(self) -> dict[int, tuple[int, ...]]:
+        """Per step that is not inserted, the inserted values first live there."""
+        found: dict[int, tuple[int, ...]] = {}
+        for value, position in self.first_live.items():
+            if position not in self.inserted_steps:
+                found[position] = (*found.get(position, ()), value)
+        return found
+
+
+@dataclass(frozen=True)
+class Gather:
+    """One inserted step: the value it writes and the original step that reads it (`reading`: its new index)."""
+
+    step: int
+    value: int
+    reading: int
+    original_reading: int
+    parameter: int | None
+    """The original value it gathers; None when none fits."""
+    live_steps: tuple[int, ...]
+    """Where the rewritten plan holds its value."""
+
+
+def against(before: Plan, after: Plan, scope: str = "full", *, after_facts: PlanFacts | None = None) -> list[str]:
+    """Every way `after` breaks the output contract relative to `before`, its input, in scope `scope`.
+
+    One line per violation, naming the rule first (`structure`, `insertion`, `scope`, `check`), then the value id
+    or step index, and what is wrong; the lines come in that rule order. Empty when `after` is a legal rewrite of
+    `before` in `scope` (`storage`, `kernels`, `full` or `program`: only `program` may insert gathers). Raises
+    UnknownScope (exit 2) for any other scope. `after_facts`: `after`'s facts, when the caller has them already.
+    """
+    scope = getattr(scope, "value", scope)
+    if scope != PROGRAM:
+        scope = scope_named(scope).value
+    facts = plan_facts(before)
+    aligned = alignment(before, after)
+    gathers = gathers_of(before, after, aligned) if scope == PROGRAM else ()
+    born_at = facts.live.born_at
+    return [
+        *(f"structure: {line}" for line in structure_violations(before, after, aligned, born_at)),
+        *(f"insertion: {line}" for line in insertion_violations(before, after, aligned, gathers, scope, born_at)),
+        *(f"scope: {line}" for line in scope_violations(facts, after, scope, gathers)),
+        *(f"check: {mismatch}" for mismatch in check(after, after_facts)),
+    ]
+
+
+def alignment(before: Plan, after: Plan) -> Alignment:
+    """The rewritten plan's steps matched to the original ones: every step but the inserted, in order. A step is
+    inserted where an inserted value is first live, when those steps are exactly the ones the plan has in excess."""
+    count = len(before.values)
+    first_live: dict[int, int] = {}
+    for position, step in enumerate(after.steps):
+        for value in step.live:
+            if value >= count:
+                first_live.setdefault(value, position)
+    born: dict[int, tuple[int, ...]] = {}
+    for value, position in sorted(first_live.items()):
+        born[position] = (*born.get(position, ()), value)
+    inserted = dict(sorted(born.items())) if len(born) == len(after.steps) - len(before.steps) else {}
+    kept = tuple(position for position in range(len(after.steps)) if position not in inserted)
+    return Alignment(tuple(range(count, len(after.values))), first_live, inserted,
+                     kept if len(kept) == len(before.steps) else None)
+
+
+def structure_violations(before: Plan, after: Plan, aligned: Alignment, born_at: BornAt) -> list[str]:
+    """Rule 1: the same top-level keys, values and steps, each with what the contract keeps."""
+    return [*plan_violations(before, after), *value_violations(before, after, born_at),
+            *step_violations(before, after, aligned)]
+
+
+def plan_violations(before: Plan, after: Plan) -> list[str]:
+    """The top level: its keys in their order, and the fields that name the program rather than its layouts."""
+    found = []
+    keys_before, keys_after = list(before.model_extra or {}), list(after.model_extra or {})
+    if keys_before != keys_after:
+        found.append(f"plan: top-level keys differ (unknown keys {keys_before} in the original, {keys_after} here)")
+    found += [f"plan: {field} {_change(getattr(before, field), getattr(after, field))}"
+              for field in KEPT_PLAN_FIELDS if getattr(before, field) != getattr(after, field)]
+    if before.peak.exchange_rows != after.peak.exchange_rows:
+        found.append(f"plan: peak.exchange_rows {_change(before.peak.exchange_rows, after.peak.exchange_rows)}")
+    return found
+
+
+def value_violations(before: Plan, after: Plan, born_at: BornAt) -> list[str]:
+    """Every original value still there, with its identity kept; its shape too, but a Gemm's partials' pK."""
+    found = []
+    if len(after.values) < len(before.values):
+        found.append(f"values: {len(after.values)} where the original has {len(before.values)}: "
+                     f"{_named('value', range(len(after.values), len(before.values)))} missing")
+    partials = {v for step in before.steps if step.parsed_operation.kind == "Gemm" for v in born_at[step.index]}
+    # a value the rewrite left alone is the very same object: nothing of it can have changed
+    for old, new in ((a, b) for a, b in zip(before.values, after.values) if a is not b):
+        found += [f"value {old.id}: {field} {_change(getattr(old, field), getattr(new, field))}"
+                  for field in KEPT_VALUE_FIELDS if getattr(old, field) != getattr(new, field)]
+        if old.shape != new.shape and not (old.id in partials and old.shape[1:] == new.shape[1:]):
+            found.append(f"value {old.id}: shape {_change(old.shape, new.shape)} (only a Gemm's partials may change, "
+                         "and only their leading pK)")
+    return found
+
+
+def step_violations(before: Plan, after: Plan, aligned: Alignment) -> list[str]:
+    """Every original step still there, in order, keeping its source, count, operation kind and live set."""
+    found = [f"step {position}: index is {step.index}, expected its position {position}"
+             for position, step in enumerate(after.steps) if step.index != position]
+    if aligned.new_index is None:
+        born = sorted(set(aligned.first_live.values()))
+        besides = f", an inserted value first live at {_named('step', born)}" if born else ""
+        found.append(f"steps: {len(after.steps)} where the original has {len(before.steps)}{besides}: no step can "
+                     "be matched to its original (only the steps of gathers may be inserted)")
+        return found
+    count = len(before.values)
+    for old, position in zip(before.steps, aligned.new_index):
+        new = after.steps[position]
+        if old is new:
+            continue
+        where = f"step {position}" + (f" (step {old.index} of the original)" if position != old.index else "")
+        found += [f"{where}: {field} {_change(getattr(old, field), getattr(new, field))}"
+                  for field in KEPT_STEP_FIELDS if getattr(old, field) != getattr(new, field)]
+        kinds = old.parsed_operation.kind, new.parsed_operation.kind
+        if kinds[0] != kinds[1]:
+            found.append(f"{where}: operation kind {_change(*kinds)}")
+        kept_live = [value for value in new.live if value < count]
+        if kept_live != old.live:
+            found.append(f"{where}: live set changed ({_live_difference(kept_live, old.live)})")
+    return found
+
+
+def gathers_of(before: Plan, after: Plan, aligned: Alignment) -> tuple[Gather, ...]:
+    """Each inserted step as a gather: its value, the original step after it (which reads the value), the
+    parameter it gathers, and where the value is live. None at all when the steps do not align (rule 1 says why)."""
+    if aligned.new_index is None:
+        return ()
+    original_at = {position: original for original, position in enumerate(aligned.new_index)}
+    live_steps = _live_steps(after, {values[0] for values in aligned.inserted_steps.values()})
+    arguments: dict[int, list[int]] = {}
+    for value in before.values:
+        if is_body_argument(value):
+            arguments.setdefault(value.storage_group, []).append(value.id)
+    gathers = []
+    for position, values in aligned.inserted_steps.items():
+        reading = next((p for p in range(position + 1, len(after.steps)) if p in original_at), None)
+        if reading is None:
+            continue  # insertion_violations names it: nothing reads what it gathers
+        original = original_at[reading]
+        parameter = parameter_of(before, after.values[values[0]], before.steps[original], reading, arguments)
+        gathers.append(Gather(position, values[0], reading, original, parameter, live_steps[values[0]]))
+    return tuple(gathers)
+
+
+def _live_steps(plan: Plan, values: set[int]) -> dict[int, tuple[int, ...]]:
+    """Per value of `values`, the positions of the steps that hold it."""
+    found: dict[int, list[int]] = {value: [] for value in values}
+    for position, step in enumerate(plan.steps):
+        for value in values.intersection(step.live):
+            found[value].append(position)
+    return {value: tuple(positions) for value, positions in found.items()}
+
+
+def parameter_of(before: Plan, value: Value, reading: Step, reading_index: int,
+                 arguments: dict[int, list[int]]) -> int | None:
+    """The original value `value` gathers for `reading`: inside a loop body the body argument of its storage group
+    (`arguments`: the body arguments per storage group; one stands for every layer), else the value of that group
+    the reading step holds (the one whose name gives `value`'s, when several do). None when there is none."""
+    candidates = arguments.get(value.storage_group, []) if reading.execution_count > 1 else []
+    if not candidates:
+        candidates = [v for v in reading.live if before.values[v].storage_group == value.storage_group]
+    named = (p for p in candidates if gathered_name(before.values[p], reading.source, reading_index) == value.name)
+    return next(named, candidates[0] if candidates else None)
+
+
+def gathered_name(parameter: Value, source: int, reading_index: int) -> str:
+    """The name of the value that gathers `parameter` for the step now at `reading_index` (of `source`)."""
+    return f"operation {source} gather of {parameter.name.removesuffix(BODY_ARGUMENT)} for step {reading_index}"
+
+
+def insertion_violations(before: Plan, after: Plan, aligned: Alignment, gathers: tuple[Gather, ...], scope: str,
+                         born_at: BornAt) -> list[str]:
+    """Rule 2: outside scope `program` nothing is inserted; in it, every inserted step and value is a gather
+    written as REPLAN.md says."""
+    if scope != PROGRAM:
+        return _extras(aligned, scope)
+    found = [f"value {position}: id is {value.id}, an inserted value is appended in id order"
+             for position, value in enumerate(after.values[len(before.values):], len(before.values))
+             if value.id != position]
+    never_live = [value for value in aligned.inserted_values if value not in aligned.first_live]
+    if never_live:
+        found.append(f"{_named('value', never_live)}: inserted but never live (a gathered value is live from its "
+                     "gather through its reading step)")
+    found += [f"step {position}: {len(values)} inserted values first live here ({_ids(values)}): a gather writes one"
+              for position, values in aligned.inserted_steps.items() if len(values) > 1]
+    if aligned.new_index is not None:
+        found += [f"step {position}: {_named('value', values)} first live here, an original step (a gathered value "
+                  "is first live at its own inserted Copy)" for position, values in aligned.misplaced.items()]
+        read = {gather.step for gather in gathers}
+        found += [f"step {position}: inserted after the last original step: no step reads what it gathers"
+                  for position in aligned.inserted_steps if position not in read]
+    for same in _by_reading_step(gathers).values():
+        held = held_before_reading(before, same, born_at)
+        for earlier, gather in enumerate(same):
+            found += gather_step_violations(before, after, gather, [*held, *(g.value for g in same[:earlier + 1])])
+            found += gathered_value_violations(before, after, gather)
+        found += reading_step_violations(before, after, same)
+    return found
+
+
+def _extras(aligned: Alignment, scope: str) -> list[str]:
+    """Rule 2 outside scope `program`: any inserted value or step is one too many."""
+    found = []
+    if aligned.inserted_values:
+        found.append(f"{_named('value', aligned.inserted_values)}: inserted, where scope {scope} inserts none "
+                     "(only scope program may)")
+    if aligned.inserted_steps:
+        found.append(f"{_named('step', list(aligned.inserted_steps))}: inserted (an inserted value is first live "
+                     f"there), where scope {scope} inserts none (only scope program may)")
+    return found
+
+
+def _by_reading_step(gathers: tuple[Gather, ...]) -> dict[int, list[Gather]]:
+    """The gathers per reading step, in step order (several for one step follow each other)."""
+    found: dict[int, list[Gather]] = {}
+    for gather in gathers:
+        found.setdefault(gather.reading, []).append(gather)
+    return found
+
+
+def held_before_reading(before: Plan, gathers: list[Gather], born_at: BornAt) -> list[int]:
+    """What the original plan holds before the reading step of `gathers` runs: its live set less the values first
+    live there (its results), but the gathered parameters' storage (the gathers read it, even where it arrives)."""
+    reading = gathers[0].original_reading
+    read = {before.values[gather.parameter].root for gather in gathers if gather.parameter is not None}
+    written = set(born_at[reading]).difference(read)
+    return [value for value in before.steps[reading].live if value not in written]
+
+
+def gather_step_violations(before: Plan, after: Plan, gather: Gather, expected_live: list[int]) -> list[str]:
+    """An inserted step: the plan's whole-tensor Copy, its reading step's source and count, no scratch, and live
+    `expected_live`: what the reading step holds before it runs, the earlier gathers' values for it and its own."""
+    step, reading = after.steps[gather.step], before.steps[gather.original_reading]
+    where = f"step {gather.step} (gather of value {gather.value})"
+    found = []
+    if step.operation != GATHER_OPERATION:
+        found.append(f"{where}: operation is {step.operation!r}, a gather is {GATHER_OPERATION!r}")
+    found += [f"{where}: {field} is {getattr(step, field)}, expected {getattr(reading, field)} (its reading step "
+              f"{gather.reading}'s)" for field in KEPT_STEP_FIELDS if getattr(step, field) != getattr(reading, field)]
+    if step.scratch.standard or step.scratch.interleaved:
+        found.append(f"{where}: scratch is {step.scratch.standard} standard, {step.scratch.interleaved} interleaved; "
+                     "a gather has none")
+    if step.live != expected_live:
+        found.append(f"{where}: live set is not step {gather.reading}'s original one without what that step writes, "
+                     f"with the values gathered for it so far ({_live_difference(step.live, expected_live)})")
+    return found
+
+
+def gathered_value_violations(before: Plan, after: Plan, gather: Gather) -> list[str]:
+    """A gathered value: its own root, its name and group after the parameter and reading step, the rest of it the
+    parameter's in the original plan, and live from its gather through its reading step only."""
+    value = after.values[gather.value]
+    where = f"value {value.id}"
+    steps = list(range(gather.step, gather.reading + 1))
+    found = []
+    if list(gather.live_steps) != steps:
+        found.append(f"{where}: live at {_named('step', gather.live_steps) if gather.live_steps else 'no step'}, "
+                     f"expected {_named('step', steps)} (its gather through its reading step)")
+    if gather.parameter is None:
+        found.append(f"{where}: gathers nothing: the original plan holds no value of storage group "
+                     f"{value.storage_group} at step {gather.original_reading}, which reads it")
+        return found
+    parameter = before.values[gather.parameter]
+    name = gathered_name(parameter, before.steps[gather.original_reading].source, gather.reading)
+    if value.root != value.id:
+        found.append(f"{where}: root is {value.root}, a gathered value is its own root")
+    found += [f"{where}: {field} is {getattr(value, field)!r}, expected {name!r}"
+              for field in ("name", "group") if getattr(value, field) != name]
+    found += [f"{where}: {_label(field)} {_against(getattr(value, field), getattr(parameter, field))}, as the "
+              f"original value {parameter.id} it gathers" for field in GATHERED_VALUE_FIELDS
+              if getattr(value, field) != getattr(parameter, field)]
+    return found
+
+
+def reading_step_violations(before: Plan, after: Plan, gathers: list[Gather]) -> list[str]:
+    """A reading step holds what it held, then every value gathered for it, in their order."""
+    first = gathers[0]
+    expected = before.steps[first.original_reading].live + [gather.value for gather in gathers]
+    live = after.steps[first.reading].live
+    if live == expected:
+        return []
+    return [(f"step {first.reading}: live set is not its original one with the values gathered for it appended "
+             f"({_live_difference(live, expected)})")]
+
+
+def scope_violations(facts: PlanFacts, after: Plan, scope: str, gathers: tuple[Gather, ...]) -> list[str]:
+    """Rule 3: every value the scope holds keeps its layout and class; in scope `program` a gathered parameter (with
+    the values bound to it) may change, its gathers giving its readers the layout they need."""
+    known = {s.value for s in Scope}
+    space = candidate_space(facts, scope if scope in known else Scope.FULL.value)
+    gathered = {gather.parameter for gather in gathers}
+    before, found = facts.plan, []
+    for group in space.frozen:
+        if gathered.intersection(group.members):
+            continue
+        for member in (m for m in group.members if m < len(after.values)):
+            old, new = before.values[member], after.values[member]
+            if old.layout == new.layout and old.memory_class == new.memory_class:
+                continue
+            classes = "" if old.memory_class == new.memory_class else \
+                f" (class {_change(old.memory_class, new.memory_class)})"
+            line = (f"value {member} ({old.name}): layout changed where scope {scope} does not allow it{classes}: "
+                    f"frozen, {group.reason}")
+            found.append((member, line))
+    return [line for _, line in sorted(found)]
+
+
+def _change(old: object, new: object) -> str:
+    """How a field changed, the figures shown when short."""
+    if len(repr(old)) + len(repr(new)) > 120:
+        return "changed"
+    return f"changed from {old!r} to {new!r}"
+
+
+def _against(found: object, expected: object) -> str:
+    """A field that is not what it should be, the figures shown when short."""
+    if len(repr(found)) + len(repr(expected)) > 120:
+        return "differs from what it should be"
+    return f"is {found!r}, expected {expected!r}"
+
+
+def _label(field: str) -> str:
+    return "class" if field == "memory_class" else field
+
+
+def _ids(ids) -> str:
+    """Ids as a short list: the first ten, then how many in all."""
+    ids = list(ids)
+    shown = ", ".join(map(str, ids[:10]))
+    return shown if len(ids) <= 10 else f"{shown}, ... ({len(ids)} in all)"
+
+
+def _named(word: str, ids) -> str:
+    """`value 3` or `values 3, 4`."""
+    return f"{word}{'s' if len(ids) > 1 else ''} {_ids(ids)}"
+
+
+def _live_difference(found: list[int], expected: list[int]) -> str:
+    """What a live set lacks and holds beyond the expected one, or that only its order differs."""
+    found_set, expected_set = set(found), set(expected)
+    missing = [v for v in expected if v not in found_set]
+    extra = [v for v in found if v not in expected_set]
+    said = [f"without {_ids(missing)}"] if missing else []
+    said += [f"with {_ids(extra)} too"] if extra else []
+    return "; ".join(said) or "in another order"

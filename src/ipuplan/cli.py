@@ -89,12 +89,13 @@ from ipuplan.facts.plan_exchange import plan_exchange
 from ipuplan.facts.plan_facts import plan_facts
 from ipuplan.plan.format import dump_plan, load_plan
 from ipuplan.plan.outputs import WRITING, captured_file, require_outputs, write_atomically
-from ipuplan.replan.against import ContractScope, against
+from ipuplan.replan.against import against
 from ipuplan.replan.options import OptimizeOptions
 from ipuplan.replan.pins import read_pin_file
 from ipuplan.report.diff import diff_lines, diff_plans
 from ipuplan.report.html import (
     explanation_html,
+    inserted_html,
     render_html,
     render_png,
     require_matplotlib,
@@ -108,6 +109,7 @@ from ipuplan.report.text import (
     explore_table,
     frozen_lines,
     graph_lines,
+    inserted_lines,
     optimize_summary,
     optimize_table,
     shortfall_lines,
@@ -455,7 +457,7 @@ def check_command(
         "--against", metavar="ORIG", show_default=False,
         help="The plan PLAN was rewritten from: also report every way PLAN breaks the output contract "
              "relative to it (REPLAN.md).")] = None,
-    scope: Annotated[ContractScope | None, typer.Option(
+    scope: Annotated[Scope | None, typer.Option(
         show_default=False, help="The scope whose contract --against checks (default full; program: gathers "
                                  "may be inserted).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object: the mismatches and the plan's "
@@ -472,7 +474,7 @@ def check_command(
         original = load_plan(against_path) if against_path is not None else None
         facts = plan_facts(plan)
         mismatches = check(plan, facts)
-        chosen = (scope or ContractScope.FULL).value
+        chosen = (scope or Scope.FULL).value
         contract = None if original is None else against(original, plan, chosen, after_facts=facts)
         exchange = plan_exchange(plan, facts) if as_json else None
     if as_json:
@@ -645,7 +647,8 @@ def _write_results(result, target: Path, capture, dump_model: Path | None, repor
     elif capture is not None:
         typer.echo(f"note: the solver built no model (nothing was left to decide): {dump_model} not written", err=True)
     if report is not None:
-        write_output(report, _page(result.facts, result.prepared.space, result.explanation, result.shortfall))
+        write_output(report, _page(result.facts, result.prepared.space, result.explanation, result.shortfall,
+                                   result.inserted))
 
 
 def _unmet(result) -> str:
@@ -667,6 +670,8 @@ def _print_result(result, target: Path) -> None:
     typer.echo(f"left alone ({sum(len(g.members) for g in result.frozen)} values; --json lists each with its reason):")
     for line in frozen_lines(result):
         typer.echo(line)
+    for line in inserted_lines(result):
+        typer.echo(line)
     if result.explanation is not None:
         for line in explanation_lines(result.explanation):
             typer.echo(line)
@@ -679,11 +684,12 @@ def _print_result(result, target: Path) -> None:
     typer.echo(f"wrote {target}")
 
 
-def _page(facts, space, explanation, shortfall=()) -> str:
-    """The HTML report of `facts.plan` with the run's candidate space, and the explanation and the shortfall when
-    there are any."""
+def _page(facts, space, explanation, shortfall=(), inserted=()) -> str:
+    """The HTML report of `facts.plan` with the run's candidate space, and the explanation, the shortfall and the
+    inserted steps when there are any."""
     sections = (explanation_html(explanation, explanation_lines(explanation)),) if explanation is not None else ()
-    return render_html(facts, space, sections=sections + ((shortfall_html(shortfall),) if shortfall else ()))
+    sections += (shortfall_html(shortfall),) if shortfall else ()
+    return render_html(facts, space, sections=sections + ((inserted_html(inserted),) if inserted else ()))
 
 
 def _report_failure(error: IpuplanError, report: Path | None, as_json: bool) -> None:

@@ -11,7 +11,6 @@ traceback: a compiler engineer reads these lines, not the optimiser's.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 
 from ipuplan.facts.check import check
 from ipuplan.facts.dataflow import BODY_ARGUMENT, is_body_argument
@@ -20,14 +19,12 @@ from ipuplan.plan.format import Plan, Step, Value
 from ipuplan.replan.rewrite import KEPT_VALUE_FIELDS
 from ipuplan.space.scopes import Scope, candidate_space, scope_named
 
-PROGRAM = "program"
+PROGRAM = Scope.PROGRAM.value
 """The opt-in scope that may insert gathers (REPLAN.md, "Optional scope `program`")."""
 
-ContractScope = Enum("ContractScope", {**{s.name: s.value for s in Scope}, "PROGRAM": PROGRAM}, type=str)
-"""Every scope a contract can be checked in: the optimiser's scopes and `program` (whether or not `Scope` has it)."""
-
 GATHER_OPERATION = "Copy { mapping: CoordinateMapping { offsets: [], view: None }, reuse_local: true }"
-"""The text of an inserted step: the form of the plan's own whole-tensor `Copy` steps."""
+"""The text of an inserted step: the form of the plan's own whole-tensor `Copy` steps. Restated from REPLAN.md,
+not imported from the optimiser's `space.levels.gather`: this check must not share the writer's mistakes."""
 
 KEPT_PLAN_FIELDS = ("version", "scope", "model", "tile_count", "gemm_output_packing", "attention_products")
 """Top-level fields no rewrite touches (budgets may be overridden, the derived fields are recomputed)."""
@@ -89,9 +86,7 @@ def against(before: Plan, after: Plan, scope: str = "full", *, after_facts: Plan
     `before` in `scope` (`storage`, `kernels`, `full` or `program`: only `program` may insert gathers). Raises
     UnknownScope (exit 2) for any other scope. `after_facts`: `after`'s facts, when the caller has them already.
     """
-    scope = getattr(scope, "value", scope)
-    if scope != PROGRAM:
-        scope = scope_named(scope).value
+    scope = scope_named(scope).value
     facts = plan_facts(before)
     aligned = alignment(before, after)
     gathers = gathers_of(before, after, aligned) if scope == PROGRAM else ()

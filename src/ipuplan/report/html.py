@@ -221,6 +221,14 @@ def explanation_html(explanation, words: list[str]) -> str:
             + f"<ul id='explanation'>{items}</ul>\n")
 
 
+def inserted_html(inserted) -> str:
+    """The steps and values scope `program` inserted, which the compiler must honour."""
+    rows = [(g.step, g.parameter, g.value, g.reading_step, g.name) for g in inserted]
+    return ("<h2>Inserted steps and values (scope program)</h2>\n<p>Each inserted <code>Copy</code> gathers a "
+            "parameter stored sharded into the layout its reading step needs; the compiler must honour them.</p>\n"
+            + _table("inserted", ("inserted step", "copy of value", "into value", "for step", "name"), rows))
+
+
 def shortfall_html(shortfall) -> str:
     """Where a plan (a best-effort one) exceeds its budgets."""
     rows = [(s.step, s.budget, s.bytes, s.limit, s.over) for s in shortfall]

@@ -20,13 +20,15 @@ from ipuplan.model.objective import Objective
 from ipuplan.model.problem import Problem, StepRow, alive_left_out, relaxed_lower_bound
 from ipuplan.plan.budgets import Budgets
 from ipuplan.plan.layout import STANDARD
-from ipuplan.replan.pipeline import optimize
+from ipuplan.replan.options import OptimizeOptions
+from ipuplan.replan.pipeline import optimize, prepare
 from ipuplan import solvers
 from ipuplan.solvers import (SolverSettings, SolveResult, SolveStatus, model_size, register_backend, solve,
                              solve_space)
 from ipuplan.solvers.construct import construct
 from ipuplan.space.levels import gemm
 from ipuplan.space.scopes import candidate_space, with_promoted
+from ipuplan.workbench.synth import repeat_layers
 
 SETTINGS = SolverSettings(time_limit=5, workers=1, deterministic=True)
 HIGHS = pytest.param("highs", marks=pytest.mark.skipif(find_spec("scipy") is None, reason="HiGHS needs SciPy"))
@@ -248,3 +250,15 @@ def test_fit_does_not_say_optimal_when_a_left_out_choice_may_cost_less():
     assert (result.status, result.exchange_bytes, result.exchange_bound, result.left_out) == (
         SolveStatus.FEASIBLE, 3, 0, 2)
     assert solve(replace(priced, left_out=()), fit).status == SolveStatus.OPTIMAL
+
+
+def test_when_no_kept_choice_meets_the_budgets_the_left_out_ones_that_may_are_solved_too():
+    """42 layers of the reference plan (`synth --layers 42`) on the real chip's budgets, scope program: no choice of
+    the kept candidates meets them, and the relaxation cannot say that no choice of the scope does (no claim); the
+    left-out splits that may meet them are then made candidates, and one does, proven optimal."""
+    plan = repeat_layers(load_plan(MODELS / "vit-so400m-finalist-5.json"), 42)
+    chip = {"budget": 586_960, "interleaved_budget": 424_880, "support_reserve": 49_152}
+    prepared = prepare(plan, OptimizeOptions(scope="program", workers=1, **chip))
+    assert solve(prepared.problem, SETTINGS).status == SolveStatus.NO_SOLUTION
+    result = optimize(plan, scope="program", workers=1, time_limit=10, **chip)
+    assert (result.after.raw_peak, result.status, result.after.fits_budget) == (535_650, SolveStatus.OPTIMAL, True)

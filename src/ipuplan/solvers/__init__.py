@@ -157,13 +157,15 @@ def _solved_twice(start: W, settings: SolverSettings, backend: str | Backend, pr
     second solve has them among the candidates; the first has WIDEN_SHARE less of the time limit."""
     problem = start.problem
     first = solve(problem, replace(settings, time_limit=settings.time_limit * (1 - WIDEN_SHARE)), backend, progress)
-    if first.status != SolveStatus.FEASIBLE or not first.left_out:
+    # no kept choice meets the budgets while some left-out one may (no claim yet): those become candidates too
+    unmet = first.status == SolveStatus.NO_SOLUTION and first.peak is None
+    if first.status != SolveStatus.FEASIBLE and not unmet or not first.left_out:
         return start, first
-    wider = start.widened(alive_left_out(problem, first.peak))
+    wider = start.widened(alive_left_out(problem, None if unmet else first.peak))
     share = settings.time_limit * WIDEN_SHARE
     seconds = share if settings.deterministic else max(settings.time_limit - (time.perf_counter() - started), share)
     second = solve(wider.problem, replace(settings, time_limit=seconds, dump_model=None), backend, progress)
-    return wider, _better(first, second)
+    return wider, second if unmet else _better(first, second)
 
 
 def _better(first: SolveResult, second: SolveResult) -> SolveResult:

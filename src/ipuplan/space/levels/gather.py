@@ -3,8 +3,9 @@ sharded, like a storage value, and gathered into the layout its kernel reads by 
 step that may read it (REPLAN.md, "Optional scope `program`").
 
 A group qualifies when only kernels hold it (it would otherwise be left to the classes level), no step writes it (a
-parameter), it is not AMP-aligned and no Gemm touches it, every kernel that reads or may read it is known, and
-each such step has no scratch of its own (the model counts a gathered copy as the reading step's extra bytes). Its
+parameter), it is not AMP-aligned and no Gemm touches it, every kernel that reads or may read it is known, its
+storage is live before each such step (where the inserted `Copy` reads it), and each such step has no scratch of
+its own (the model counts a gathered copy as the reading step's extra bytes). Its
 candidates: the input layout and its other class, as the classes level offers, then every storage layout
 (`retile.retiled_options`) with a gathered copy at each reading step. The copy is live at its inserted step and at
 the reading step only; the inserted step holds the reading step's live set less that step's results, so its row
@@ -60,8 +61,18 @@ def gatherable(context: rules.Context, members: rules.LayoutGroup, touched: froz
     if any(m in facts.amp_aligned or facts.flow.writers.get(m) for m in members):
         return False
     steps = reading_steps(context, members)
-    return bool(steps) and all(_scratch_free(facts.plan.steps[s]) and read_member(context, members, s) is not None
+    return bool(steps) and all(_scratch_free(facts.plan.steps[s]) and _held_before(context, members, s)
                                for s in steps)
+
+
+def _held_before(context: rules.Context, members: rules.LayoutGroup, step: int) -> bool:
+    """Whether the member `step` reads is known and its storage already held before it (the inserted `Copy` reads
+    it there: a program input arriving at its reader has nothing to gather from)."""
+    position = read_member(context, members, step)
+    if position is None:
+        return False
+    root = context.facts.plan.values[members[position]].root
+    return 0 <= context.facts.live.first[root] < step
 
 
 def _scratch_free(step) -> bool:

@@ -6,6 +6,13 @@ the target's directory (Linux `O_TMPFILE`) and only given a name once it is comp
 the middle of the write leaves no file. Where the file system has no unnamed files, a hidden temporary
 file is used and removed on every failure that Python sees. A write that fails (a full disk, a file
 size limit) is an `OutputError` naming the file, exit 2.
+
+A file replaced keeps its permission bits, and its owner and group where the process may set them (root; a
+user may give it a group of theirs); a new file follows the umask. A file that may not be written is never
+replaced: one with no write bit for anyone (0444) is refused even for root, whom the system would let write it
+(a read-only file says "keep this"; `output_problem` says so before any work, `write_atomically` again at the
+write). So is a directory with no write bit for anyone. An existing file that is not a regular file (`/dev/null`,
+a FIFO, `/dev/stdout`) is written into, in place: replacing it would put a regular file where a device was.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import os
 import resource
 import secrets
 import shutil
+import stat
 import tempfile
 import threading
 from collections.abc import Iterator, Mapping
@@ -40,12 +48,39 @@ def output_problem(path: Path, *, inputs: tuple[Path, ...] = (), force: bool = F
     writes_an_input = any(same_file(path, source) for source in inputs)
     if writes_an_input and not in_place:
         return f"is an input of this run{input_hint}"
-    if path.exists() and not (force or writes_an_input):
-        return "already exists; pass --force to overwrite it"
+    existing = _existing(path)
+    if existing is not None:
+        refused = _refused(path, existing)
+        if refused is not None:
+            return f"cannot replace it: {refused}"
+        if not (force or writes_an_input):
+            return "already exists; pass --force to overwrite it"
+        if not stat.S_ISREG(existing.st_mode):
+            return None  # written into where it is (`write_atomically`): its directory is not written
     folder = path.parent
     if not folder.is_dir():
         return f"directory {folder} does not exist"
     return _unwritable(folder)
+
+
+def _existing(path: Path) -> os.stat_result | None:
+    """The status of the file `path` names (through symlinks), or None when there is none to replace."""
+    try:
+        return os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def _refused(path: Path, existing: os.stat_result) -> str | None:
+    """Why the existing file `path` may not be written over, or None. By its mode bits first: no write bit for anyone
+    is refused whoever runs (root, for whom `os.access` finds every file writable, included); then by `os.access`
+    (another user's file, a read-only file system)."""
+    mode = stat.S_IMODE(existing.st_mode)
+    if not mode & 0o222:
+        return f"it is read-only (mode {mode:04o})"
+    if not os.access(path, os.W_OK):
+        return f"no permission to write it (mode {mode:04o}, owner uid {existing.st_uid})"
+    return None
 
 
 def same_file(a: Path, b: Path) -> bool:
@@ -60,6 +95,14 @@ def same_file(a: Path, b: Path) -> bool:
 
 
 def _unwritable(folder: Path) -> str | None:
+    """Why no file can be made in `folder`, or None: by its mode bits (no write bit for anyone: refused even for root,
+    like a read-only file), then by really creating one."""
+    try:
+        mode = stat.S_IMODE(os.stat(folder).st_mode)
+    except OSError as error:
+        return f"cannot write in directory {folder}: {error.strerror}"
+    if not mode & 0o222:
+        return f"cannot write in directory {folder}: it is read-only (mode {mode:04o})"
     probe = folder / f".ipuplan-probe-{secrets.token_hex(4)}"
     try:
         os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
@@ -67,13 +110,6 @@ def _unwritable(folder: Path) -> str | None:
         return f"cannot write in directory {folder}: {error.strerror}"
     probe.unlink(missing_ok=True)
     return None
-
-
-def require_writable(path: Path, *, inputs: tuple[Path, ...] = (), force: bool = False, in_place: bool = False) -> None:
-    problem = output_problem(path, inputs=inputs, force=force, in_place=in_place,
-                             input_hint="; pass --in-place to overwrite the input plan")
-    if problem is not None:
-        raise PlanError(problem, source=str(path))
 
 
 def require_outputs(outputs: Mapping[str, Path | None], *, inputs: tuple[Path, ...], force: bool = False,
@@ -116,15 +152,24 @@ def require_output_folder(folder: Path, *, inputs: tuple[Path, ...]) -> None:
 
 def write_atomically(path: str | Path, content: str | bytes) -> None:
     """Replace `path` with `content` (text is written as UTF-8) in one step; a failure or a kill leaves the old
-    file as it was, and a failure is an OutputError naming `path`."""
+    file as it was, and a failure is an OutputError naming `path`. The file replaced gives the new one its
+    permission bits and (where the process may set them) its owner and group; one that may not be written (`_refused`:
+    read-only, even for root) is an OutputError, and one that is not a regular file is written into, in place."""
     path = Path(path)
     data = content.encode("utf-8") if isinstance(content, str) else content
     with WRITING:
         try:
+            existing = _existing(path)
+            refused = None if existing is None else _refused(path, existing)
+            if refused is not None:
+                raise OutputError(path, refused)
+            if existing is not None and not stat.S_ISREG(existing.st_mode):
+                _write_into(path, data)
+                return
             try:
-                _write_unnamed(path, data)
+                _write_unnamed(path, data, existing)
             except _NoUnnamedFiles:
-                _write_named(path, data)
+                _write_named(path, data, existing)
         except OSError as error:
             raise OutputError(path, error.strerror or str(error)) from None
 
@@ -136,7 +181,7 @@ class _NoUnnamedFiles(Exception):
 _UNSUPPORTED = (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.EXDEV, errno.EPERM, errno.ENOENT, errno.EACCES)
 
 
-def _write_unnamed(path: Path, data: bytes) -> None:
+def _write_unnamed(path: Path, data: bytes, existing: os.stat_result | None) -> None:
     try:
         descriptor = os.open(path.parent, getattr(os, "O_TMPFILE", 0) | os.O_WRONLY, 0o666)
     except OSError as error:
@@ -144,6 +189,7 @@ def _write_unnamed(path: Path, data: bytes) -> None:
             raise _NoUnnamedFiles from None
         raise
     try:
+        _take_over(descriptor, existing)
         _write_all(descriptor, data)
         if _give_name(descriptor, path, exists_ok=False):  # a new file gets its own name at once: no temporary
             return
@@ -178,10 +224,11 @@ def _give_name(descriptor: int, name: Path, *, exists_ok: bool) -> bool:
 _AT_FDCWD, _AT_EMPTY_PATH = -100, 0x1000
 
 
-def _write_named(path: Path, data: bytes) -> None:
+def _write_named(path: Path, data: bytes, existing: os.stat_result | None) -> None:
     temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
+        _take_over(descriptor, existing)
         _write_all(descriptor, data)
     except BaseException:
         os.close(descriptor)
@@ -191,11 +238,45 @@ def _write_named(path: Path, data: bytes) -> None:
     _rename_over(temporary, path)
 
 
-def _write_all(descriptor: int, data: bytes) -> None:
+def _take_over(descriptor: int, existing: os.stat_result | None) -> None:
+    """Give the new file (still unnamed, or under its hidden name, and empty) the owner, group and permission bits of
+    the file it replaces (`existing`; None: a new file, which keeps what the umask gave it). The owner first: a
+    change of owner clears the set-id bits. A change of owner the process may not make is an error for root (it
+    may make any), and for anyone else the group alone is tried (a group of theirs) and then left as it is."""
+    if existing is None:
+        return
+    made = os.fstat(descriptor)
+    if (made.st_uid, made.st_gid) != (existing.st_uid, existing.st_gid):
+        try:
+            os.fchown(descriptor, existing.st_uid, existing.st_gid)
+        except PermissionError:
+            if os.geteuid() == 0:
+                raise
+            try:
+                os.fchown(descriptor, -1, existing.st_gid)
+            except PermissionError:
+                pass
+    mode = stat.S_IMODE(existing.st_mode)
+    if stat.S_IMODE(os.fstat(descriptor).st_mode) != mode:
+        os.fchmod(descriptor, mode)
+
+
+def _write_into(path: Path, data: bytes) -> None:
+    """Write into the existing file `path` that is not a regular file (a device, a FIFO): nothing is made or renamed,
+    and nothing is synced (a pipe or a device may not support it)."""
+    descriptor = os.open(path, os.O_WRONLY)
+    try:
+        _write_all(descriptor, data, sync=False)
+    finally:
+        os.close(descriptor)
+
+
+def _write_all(descriptor: int, data: bytes, *, sync: bool = True) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(descriptor, view):]
-    os.fsync(descriptor)
+    if sync:
+        os.fsync(descriptor)
 
 
 def _rename_over(temporary: Path, path: Path) -> None:

@@ -9,9 +9,10 @@ Per scope (`storage`, `kernels`, `full`, and the opt-in `program`):
    status and the seconds end to end (a fresh process: load, solve, rewrite, write);
 2. capacity: the largest N for which `ipuplan synth models/vit-so400m-finalist-5.json --layers N`, optimised with
    `--workers 1` on the real chip's budgets (586,960 total, 424,880 interleaved, 49,152 support reserve), fits
-   (exit code 0), and the exit code of N + 1 (3: the budgets cannot be met). N is found by doubling, then halving
-   the interval: a plan of more layers holds more, so what fits is every N up to the largest (from 2, the reference
-   plan's own layers; 1 when not even 2 fit).
+   (exit code 0), and the exit code of N + 1 (3: the budgets cannot be met) with its error line (a proven
+   conflict names its step and what it needs; "no layout ... found within --time-limit" is no proof). N is found
+   by doubling, then halving the interval: a plan of more layers holds more, so what fits is every N up to the
+   largest (from 2, the reference plan's own layers; 1 when not even 2 fit).
 Results: printed, and written to benchmarks/results/capacity.md.
 """
 
@@ -53,14 +54,15 @@ def reference(scope: str, time_limit: float, folder: Path) -> dict:
             "status": summary.get("status_in_words", summary.get("status")), "seconds": round(seconds, 2)}
 
 
-def layers_exit(layers: int, scope: str, time_limit: float, folder: Path) -> int:
-    """The exit code of optimising the reference plan synthesised with `layers` layers on the chip's budgets."""
+def layers_exit(layers: int, scope: str, time_limit: float, folder: Path) -> tuple[int, str]:
+    """The exit code of optimising the reference plan synthesised with `layers` layers on the chip's budgets, and
+    its one error line (why it does not fit: a proven conflict, or no claim)."""
     plan = folder / f"layers-{layers}.json"
     if not plan.exists():
         ipuplan("synth", str(REFERENCE), "--layers", str(layers), "-o", str(plan), "--force").check_returncode()
     done = ipuplan("optimize", str(plan), "-o", str(folder / f"out-{scope}-{layers}.json"), "--force", "--json",
                    "--workers", "1", "--scope", scope, "--time-limit", str(time_limit), *CHIP)
-    return done.returncode
+    return done.returncode, json.loads(done.stdout or "{}").get("error") or ""
 
 
 FEWEST = 2
@@ -79,17 +81,18 @@ def largest(fits: Callable[[int], bool]) -> int:
 
 
 def capacity(scope: str, time_limit: float, folder: Path) -> dict:
-    codes: dict[int, int] = {}
+    codes: dict[int, tuple[int, str]] = {}
 
     def fits(layers: int) -> bool:
         if layers not in codes:
             codes[layers] = layers_exit(layers, scope, time_limit, folder)
-        return codes[layers] == 0
+        return codes[layers][0] == 0
 
     started = time.perf_counter()
     most = largest(fits)
     fits(most + 1)
-    return {"layers that fit": most, "next": most + 1, "exit code of next": codes[most + 1],
+    code, why = codes[most + 1]
+    return {"layers that fit": most, "next": most + 1, "exit code of next": code, "why next does not fit": why,
             "runs": len(codes), "capacity seconds": round(time.perf_counter() - started, 1)}
 
 

@@ -314,3 +314,13 @@ def test_a_ray_init_that_hangs_or_fails_is_one_error(inputs, tmp_path, monkeypat
     said = ("Ray did not finish connecting within 0.5 s" if failure == "hangs"
             else "ConnectionError: Could not find any running Ray instance.")
     assert message == f"cannot connect to the Ray cluster at 127.0.0.1:{port}: {said}" and seconds < 5
+
+
+def test_explore_takes_scope_program_and_writes_its_gathers(inputs, tmp_path):
+    result = runner.invoke(app, ["explore", str(inputs / "a.json"), "-o", str(tmp_path / "out"), "--scope", "program",
+                                 "--workers", "1", "--json"])
+    assert result.exit_code == 0, result.stdout
+    row = json.loads(result.stdout)["rows"][0]
+    written = load_plan(row["output"])
+    assert row["optimized_peak"] == 113_080 and check(written) == []
+    assert len(written.steps) == len(load_plan(REFERENCE).steps) + 14  # the inserted Copy steps

@@ -66,3 +66,11 @@ def test_the_exact_front_keeps_only_points_no_smaller_peak_beats(reference_plan)
 def test_a_sweep_without_the_exact_exchange_walks_by_the_proxy(reference_plan):
     front = sweep(reference_plan, workers=1, scope="kernels", max_points=3, exact_exchange="never")
     assert front.points and front.points[0].model_exchange_bytes != front.points[0].exchange_bytes  # the proxy's
+
+
+def test_a_sweep_in_scope_program_gathers_and_each_point_is_its_written_plans(reference_plan):
+    """Scope program through the sweep: its first point is the optimiser's (113,080 with 14 copies inserted), each
+    point's model exchange is its written plan's, copies' moves included (`SETTLED`: proofs, not the clock)."""
+    front = sweep(reference_plan, workers=1, scope="program", time_limit=SETTLED, max_points=2)
+    assert front.points[0].peak == 113_080 and len(front.points) == 2
+    assert all(p.exchange_bytes == p.model_exchange_bytes for p in front.points)

@@ -74,3 +74,14 @@ def test_a_sweep_in_scope_program_gathers_and_each_point_is_its_written_plans(re
     front = sweep(reference_plan, workers=1, scope="program", time_limit=SETTLED, max_points=2)
     assert front.points[0].peak == 113_080 and len(front.points) == 2
     assert all(p.exchange_bytes == p.model_exchange_bytes for p in front.points)
+
+
+def test_a_proxy_front_says_its_model_figures_are_not_the_plans(reference_plan):
+    from ipuplan.report.text import sweep_table
+
+    proxy = sweep(reference_plan, workers=1, scope="storage", max_points=1, exact_exchange="never")
+    exact = sweep(reference_plan, workers=1, scope="storage", max_points=1)
+    assert (proxy.model_exchange_exact, exact.model_exchange_exact) == (False, True)
+    assert proxy.summary()["model_exchange_exact"] is False
+    assert "proxy, not the plan's" in [c.header for c in sweep_table(proxy).columns][5]
+    assert exact.points[0].model_exchange_bytes == exact.points[0].exchange_bytes

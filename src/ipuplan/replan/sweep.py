@@ -40,7 +40,8 @@ class SweepPoint:
     exchange_added: int
     """Over the input plan's exact exchange (negative: the plan sends less than the input)."""
     model_exchange_bytes: int
-    """The model's exact exchange of the point's choice (equal to `exchange_bytes`)."""
+    """The model's exchange of the point's choice: its exact exchange, equal to `exchange_bytes`, where the front is
+    exact (`Sweep.model_exchange_exact`); the optimiser's proxy where it is the proxy's walk."""
     changed_values: int
     proven: bool
     exchange_per_kib: float | None
@@ -64,11 +65,14 @@ class Sweep:
     model_fingerprint: str
     prepared: Prepared
     """The run's facts, candidate space and problem (its report reads them)."""
+    model_exchange_exact: bool = True
+    """The points' `model_exchange_bytes` are their plans' exact exchange; False where the front is the proxy's walk
+    (`--exact-exchange never`, or `auto` above its cap): then they are the proxy's, not the plans'."""
 
     def summary(self) -> dict:
         return {
             "scope": self.scope, "input_peak": self.input_peak, "input_exchange_bytes": self.input_exchange,
-            "input_model_exchange_bytes": self.input_model_exchange,
+            "input_model_exchange_bytes": self.input_model_exchange, "model_exchange_exact": self.model_exchange_exact,
             "complete": self.complete, "seconds": round(self.seconds, 3), "model_fingerprint": self.model_fingerprint,
             "points": [vars(point) for point in self.points],
         }
@@ -121,7 +125,7 @@ def sweep(plan: Plan, options: OptimizeOptions | None = None, *, max_points: int
     input_model = input_exchange if front is not walked else problem.exchange_of(problem.input_choice)
     return Sweep(options.scope.value, prepared.facts.estimate.raw_peak, input_exchange, input_model,
                  sweep_points(front, exact, input_exchange), complete, time.perf_counter() - started,
-                 problem.fingerprint(), prepared)
+                 problem.fingerprint(), prepared, model_exchange_exact=front is not walked)
 
 
 def first_point(problem: Problem, settings: SolverSettings, options: OptimizeOptions) -> FrontPoint | None:

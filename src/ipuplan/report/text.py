@@ -426,7 +426,8 @@ def sweep_table(sweep) -> Table:
     what each KiB of peak saved costs in it."""
     end = "to the least exchange" if sweep.complete else "cut short (--points or time)"
     table = Table(title=f"ipuplan sweep ({sweep.scope}): {len(sweep.points)} points, {end}")
-    for name in ("#", "raw peak", "exchange bytes", "exchange added", "exchange per KiB saved", "model's exchange",
+    model = "model's exchange" if sweep.model_exchange_exact else "model's exchange (proxy, not the plan's)"
+    for name in ("#", "raw peak", "exchange bytes", "exchange added", "exchange per KiB saved", model,
                  "values changed", "proven"):
         table.add_column(name, justify="right")
     for index, point in enumerate(sweep.points, 1):

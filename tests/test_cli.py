@@ -94,7 +94,8 @@ def test_optimize_writes_a_checked_plan_and_json_summary(tmp_path):
     # each stage's seconds, in the order the run took them
     assert list(summary["phase_seconds"]) == ["load", "analyse", "candidates", "problem", "solve", "exact exchange",
                                               "rewrite", "write"]
-    assert all(seconds >= 0 for seconds in summary["phase_seconds"].values())
+    # the plan's own name and the freedoms' scope under two names, no bare "scope" that could mean either
+    assert (summary["plan_scope"], summary["freedom_scope"], "scope" in summary) == ("finalist-5", "full", False)
 
 
 def test_optimize_table_and_progress(tmp_path):

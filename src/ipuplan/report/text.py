@@ -351,7 +351,7 @@ def optimize_summary(result, source: str, output: str | None) -> dict:
     return {
         "input": source,
         "output": output,
-        "scope": result.plan.scope,
+        "plan_scope": result.plan.scope,  # the plan's own name; not "scope", which beside freedom_scope misled
         "status": solved.status.value,
         "freedom_scope": result.options.scope.value,
         "status_in_words": f"{solved.status.value} for scope {result.options.scope.value}",

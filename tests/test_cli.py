@@ -189,3 +189,13 @@ def test_a_budget_problem_names_the_file_and_field_or_the_option(tmp_path, chang
     errors = [line for line in result.stderr.splitlines() if not line.startswith("  ")]  # not the progress lines
     assert result.exit_code == 2 and len(errors) == 1
     assert all(word in errors[0] for word in words), result.stderr
+
+
+def test_show_json_carries_the_plans_own_figures():
+    result = runner.invoke(app, ["show", str(REFERENCE), "--json", "--top", "3"])
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.stdout)
+    raw = json.loads(REFERENCE.read_text())
+    assert (shown["raw_peak"], shown["total_peak_step"], shown["peak"]) == (367_216, raw["total_peak_step"], raw["peak"])
+    assert (shown["fits_budget"], shown["effective_peak_bytes"]) == (raw["fits_budget"], raw["effective_peak_bytes"])
+    assert shown["exchange"]["total"] == 699_219_304 and len(shown["contributors"]) == 3

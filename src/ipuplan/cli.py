@@ -113,6 +113,7 @@ from ipuplan.report.text import (
     optimize_summary,
     optimize_table,
     shortfall_lines,
+    show_summary,
     summary_table,
     sweep_table,
 )
@@ -507,13 +508,17 @@ def _print_check(plan_path: Path, plan, lines: list, started: float, against_wha
 def show_command(
     plan_path: PlanPath,
     top: Annotated[int, typer.Option(min=1, help="How many contributors to list.")] = 12,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object: the same figures, as numbers.")] = False,
 ) -> None:
     """Scope, budgets, peaks with their steps, fit, the exact exchange, and the top contributors at the peak."""
-    with _Progress(quiet=False, name="show").ticking():
+    with _Progress(quiet=as_json, name="show").ticking():
         plan = load_plan(plan_path)
         facts = plan_facts(plan)
         exchange = plan_exchange(plan, facts)
     result = facts.estimate
+    if as_json:
+        RUN.say_json(show_summary(str(plan_path), plan, result, exchange, top))
+        return
     print_table(summary_table(plan, result, exchange))
     print_table(contributors_table(plan, result, result.total_peak_step, top))
 

@@ -160,6 +160,24 @@ def exchange_summary(exchange: PlanExchange) -> dict:
             "unpriced": [{"step": u.step, "reason": u.reason} for u in exchange.unpriced]}
 
 
+def show_summary(source: str, plan: Plan, result: Estimate, exchange: PlanExchange, top: int) -> dict:
+    """The machine-readable result `ipuplan show --json` prints: what its two tables show, as numbers."""
+    step = plan.steps[result.total_peak_step]
+    return {
+        "input": source, "plan_scope": plan.scope, "values": len(plan.values), "steps": len(plan.steps),
+        "budget_bytes": plan.budget_bytes, "interleaved_budget_bytes": plan.interleaved_budget_bytes,
+        "support_reserve_bytes": plan.support_reserve_bytes, "raw_peak": result.raw_peak,
+        "total_peak_step": result.total_peak_step, "peak": dict(result.peak),
+        "standard_peak_step": result.standard_peak_step, "interleaved_peak_step": result.interleaved_peak_step,
+        "effective_peak_bytes": result.effective_peak_bytes,
+        "standard_contiguous_overflow_bytes": result.standard_contiguous_overflow_bytes,
+        "fits_budget": result.fits_budget, "exchange": exchange_summary(exchange),
+        "contributors": [{"value": v.value_id, "name": v.name, "class": v.memory_class, "bytes": v.bytes}
+                         for v in live_values(plan, result, result.total_peak_step)[:top]],
+        "peak_step_scratch": {"standard": step.scratch.standard, "interleaved": step.scratch.interleaved},
+    }
+
+
 def contributors_table(plan: Plan, result: Estimate, step_index: int, top: int = 12) -> Table:
     """The largest live values (and scratch) at one step."""
     step = plan.steps[step_index]

@@ -19,7 +19,7 @@ from ipuplan.replan.pipeline import optimize
 from ipuplan.replan.rewrite import IllegalRewrite, contract_violations, rewrite
 from ipuplan.solvers import SolverSettings, SolveStatus, solve
 from ipuplan.solvers.greedy import greedy_choice
-from ipuplan.space.levels.storage import partition_vectors
+from ipuplan.space.levels.storage_layouts import partition_vectors
 from ipuplan.space.scopes import candidate_space
 from ipuplan.space.types import FreezeReason
 

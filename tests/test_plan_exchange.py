@@ -148,7 +148,7 @@ def test_replicas_fill_the_gaps_strides_leave():
         "shard_padding_multiple: 1, padding: Zero, tile_stride: Some(1) }, "
         "AxisTiling { axis: FromStart(1), partitions: 8, padding_groups: 1, block_size: 1, padding_multiple: 1, "
         "shard_padding_multiple: 1, padding: Zero, tile_stride: Some(176) }] }, memory_class: Ipu21Standard }")
-    from ipuplan.facts.exchange import placement
+    from ipuplan.facts.exchange_proxy import placement
 
     offsets = replica_offsets(placement((16, 729), layout))
     assert offsets.tolist() == list(range(0, 176, 16))

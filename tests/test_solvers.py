@@ -17,11 +17,11 @@ import ipuplan
 from ipuplan import solvers
 from ipuplan.cli import app
 from ipuplan.facts.check import check
+from ipuplan.model.objective import Objective
 from ipuplan.model.problem import Problem, StepRow
 from ipuplan.plan.budgets import Budgets
 from ipuplan.replan.options import BadOption
 from ipuplan.solvers import SolveResult, SolverSettings, SolveStatus, model_size, register_backend, solve
-from ipuplan.model.objective import Objective
 from ipuplan.solvers.construct import construct
 
 SETTINGS = SolverSettings(time_limit=5, workers=1, deterministic=True)

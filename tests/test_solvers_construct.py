@@ -12,8 +12,17 @@ from problems import BUDGETED, problem
 from ipuplan.model.objective import Objective
 from ipuplan.model.problem import FORBIDDEN, Edge, StepRow
 from ipuplan.plan.budgets import Budgets
-from ipuplan.solvers.construct import (GroupRows, Standing, _scores, changed_costs, construct, repair, tie_bound,
-                                       tie_ranks, tie_value)
+from ipuplan.solvers.construct import (
+    GroupRows,
+    Standing,
+    _scores,
+    changed_costs,
+    construct,
+    repair,
+    tie_bound,
+    tie_ranks,
+    tie_value,
+)
 
 
 def test_constructive_repairs_a_budget_the_smallest_candidates_break():

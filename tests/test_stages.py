@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 
 from ipuplan.cli import app
 from ipuplan.facts.dataflow import dataflow
+from ipuplan.facts.elementwise_families import recognise_elementwise
 from ipuplan.facts.estimate import estimate
 from ipuplan.facts.gemm_families import recognise_families
-from ipuplan.facts.elementwise_families import recognise_elementwise
 from ipuplan.facts.liveness import liveness
 from ipuplan.model.build import problem_of
 from ipuplan.model.exact import exact_problem

@@ -30,7 +30,7 @@ from itertools import product
 from math import prod
 
 from ipuplan.facts.dataflow import Dataflow
-from ipuplan.facts.exchange import placement
+from ipuplan.facts.exchange_proxy import placement
 from ipuplan.facts.plan_exchange import TooLarge, replica_offsets
 from ipuplan.plan.format import Plan
 from ipuplan.plan.layout import AxisTiling, Layout, parse_layout

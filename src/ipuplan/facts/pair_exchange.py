@@ -25,7 +25,7 @@ from math import prod
 
 import numpy as np
 
-from ipuplan.facts.exchange import placement
+from ipuplan.facts.exchange_proxy import placement
 from ipuplan.facts.plan_exchange import (
     MAX_ENUMERATED,
     MAX_TILES,

@@ -10,7 +10,7 @@ Counted per block, not per element: both layouts' tile of an element is a sum of
 function of a few coordinates (one dimension for an axis tiling; the whole flattened index for a
 `Linear` one; the two axes a view couples). Coordinates coupled by a term form a group; each group
 is enumerated on its own and the groups are combined per tile distance, as in
-`ipuplan.facts.exchange`, so a [729, 4304] tensor split on both axes costs 729 + 4304 entries, not
+`ipuplan.facts.exchange_proxy`, so a [729, 4304] tensor split on both axes costs 729 + 4304 entries, not
 3.1 M.
 """
 
@@ -25,7 +25,7 @@ import numpy as np
 
 from ipuplan.errors import SyntaxProblem
 from ipuplan.facts.dataflow import Dataflow, dataflow
-from ipuplan.facts.exchange import Placement, _per_distance, placement
+from ipuplan.facts.exchange_proxy import Placement, _per_distance, placement
 from ipuplan.plan.debug_syntax import Call, Struct, as_int, as_name
 from ipuplan.plan.layout import Axis, Layout
 from ipuplan.plan.operation import Operation, parse_operation
@@ -318,7 +318,7 @@ def flattened(layout: Layout) -> Layout:
 def replica_offsets(place: Placement) -> np.ndarray:
     """Tile offsets of the replicas: each at the first offset where the shards' tiles meet no earlier replica.
 
-    When the shards fill tiles 0..span-1, that is every `span` tiles (as `ipuplan.facts.exchange` places
+    When the shards fill tiles 0..span-1, that is every `span` tiles (as `ipuplan.facts.exchange_proxy` places
     them); when strides leave gaps, replicas fill the gaps first (16 x 8 shards at tiles h + 176 m,
     11 replicas: offsets 0, 16, .., 160), so that they stay within the layout's `tile_count`.
     """

@@ -20,9 +20,9 @@ import numpy as np
 
 from ipuplan.model.objective import Objective
 from ipuplan.model.problem import Problem, alive_left_out, relaxed_lower_bound
-from ipuplan.solvers.result import FrontPoint, Progress, SolveResult, SolverSettings, SolveStatus, model_size
+from ipuplan.solvers.bounds import whole_scope, whole_scope_fit
 from ipuplan.solvers.construct import construct
-from ipuplan.solvers.windows import whole_scope, whole_scope_fit
+from ipuplan.solvers.result import FrontPoint, Progress, SolveResult, SolverSettings, SolveStatus, model_size
 
 SolveFunction = Callable[[Problem, SolverSettings, Progress | None], SolveResult]
 

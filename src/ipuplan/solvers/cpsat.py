@@ -20,6 +20,7 @@ import numpy as np
 
 from ipuplan.model.objective import OBJECTIVES, Objective, Term
 from ipuplan.model.problem import FORBIDDEN, Problem, StepRow
+from ipuplan.solvers.bounds import WindowBound, window_bound
 from ipuplan.solvers.construct import cheapest, construct, tie_bound, tie_value
 from ipuplan.solvers.lagrange import lagrangian, least_bytes
 from ipuplan.solvers.linear import LinearRows, PairColumns, RuleRows, linear_rows, pair_columns
@@ -27,7 +28,6 @@ from ipuplan.solvers.lns import search
 from ipuplan.solvers.ortools_import import cp_model
 from ipuplan.solvers.reduce import on_undominated, pairwise
 from ipuplan.solvers.result import FrontPoint, Progress, SolveResult, SolverSettings, SolveStatus, model_size
-from ipuplan.solvers.windows import WindowBound, window_bound
 
 STATUS = {
     cp_model.OPTIMAL: SolveStatus.OPTIMAL,

@@ -74,13 +74,13 @@ class SolveResult:
     candidates_dropped: int = 0
     """Model reduction: candidates another candidate of the same group dominates."""
     windows: int = 0
-    """Distinct windows solved exactly for a lower bound on the peak (`solvers.windows`)."""
+    """Distinct windows solved exactly for a lower bound on the peak (`solvers.bounds`)."""
     entries_before: int = 0
     entries: int = 0
     """Model reduction: row entries before (every candidate of every term, every rule) and as written."""
     left_out: int = 0
     """Choices a cap left out of the candidates that could still beat the peak found, and so counted in the bound
-    (`solvers.windows.whole_scope`): 0 when none was left out or none can."""
+    (`solvers.bounds.whole_scope`): 0 when none was left out or none can."""
 
     @property
     def gap(self) -> float | None:

@@ -16,7 +16,7 @@ import numpy as np
 
 from ipuplan.facts.attention_families import AttentionFamily
 from ipuplan.facts.estimate import aligned_bytes, sizing_key, value_bytes
-from ipuplan.facts.exchange import mapped_exchange_bytes
+from ipuplan.facts.exchange_proxy import mapped_exchange_bytes
 from ipuplan.facts.gemm_families import DerivedSplit, KernelFamily, placed_sum_scratch, sum_scratch_interleaved
 from ipuplan.facts.plan_facts import PlanFacts
 from ipuplan.plan.layout import STANDARD, Layout, parse_layout
@@ -203,7 +203,7 @@ def moved_tensors(facts: PlanFacts, members: LayoutGroup) -> tuple[Move, ...]:
 def exchange_cost(facts: PlanFacts, members: LayoutGroup, moved: tuple[Move, ...], layouts: tuple[Layout, ...]) -> int:
     """Bytes the group's mover steps send between tiles if its members take `layouts`.
 
-    From the tile mappings (`ipuplan.facts.exchange`) when both sides have one shape; between
+    From the tile mappings (`ipuplan.facts.exchange_proxy`) when both sides have one shape; between
     shapes (slices, views, padding) the whole tensor unless both sides are tiled identically.
     The other side is taken at its input layout, which keeps the cost linear in the choice.
     """

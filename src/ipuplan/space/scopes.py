@@ -24,7 +24,7 @@ from ipuplan.space.levels.classes import class_level
 from ipuplan.space.levels.elementwise import elementwise_level
 from ipuplan.space.levels.gather import gather_level
 from ipuplan.space.levels.gemm import kernel_level
-from ipuplan.space.levels.retile import storage_level
+from ipuplan.space.levels.storage import storage_level
 from ipuplan.space.rules import Context, LayoutGroup, context_of
 from ipuplan.space.types import (
     Candidate,

@@ -24,7 +24,7 @@ from ipuplan.facts.gemm_families import IllegalSplit, sum_scratch, sum_scratch_i
 from ipuplan.facts.plan_facts import PlanFacts
 from ipuplan.space import rules
 from ipuplan.space.levels.gemm import MAX_SPLITS, AxisSizes, SplitSearch, pareto_front, split_grid
-from ipuplan.space.levels.storage import partition_options
+from ipuplan.space.levels.storage_layouts import partition_options
 from ipuplan.space.types import Candidate, Decisions, FreeGroup, Freeze, FreezeReason, FrozenGroup, LeftOut
 
 KIND = "attention"

@@ -34,7 +34,7 @@ from ipuplan.facts.plan_facts import PlanFacts
 from ipuplan.plan.layout import AxisTiling, Layout, ceil_div
 from ipuplan.space import rules
 from ipuplan.space.levels.gemm import MAX_SPLITS, SplitSearch, pareto_front, split_grid
-from ipuplan.space.levels.storage import partition_options
+from ipuplan.space.levels.storage_layouts import partition_options
 from ipuplan.space.types import Candidate, Decisions, FreeGroup, LeftOut
 
 KIND = "elementwise"

@@ -7,7 +7,7 @@ parameter), it is not AMP-aligned and no Gemm touches it, every kernel that read
 storage is live before each such step (where the inserted `Copy` reads it), and each such step has no scratch of
 its own (the model counts a gathered copy as the reading step's extra bytes). Its
 candidates: the input layout and its other class, as the classes level offers, then every storage layout
-(`retile.retiled_options`) with a gathered copy at each reading step. The copy is live at its inserted step and at
+(`storage.retiled_options`) with a gathered copy at each reading step. The copy is live at its inserted step and at
 the reading step only; the inserted step holds the reading step's live set less that step's results, so its row
 never exceeds the reading step's and needs no row of its own.
 """
@@ -22,7 +22,7 @@ from ipuplan.plan.layout import Layout
 from ipuplan.plan.operation import parse_operation
 from ipuplan.space import rules
 from ipuplan.space.levels.classes import class_candidates, gemm_touched
-from ipuplan.space.levels.retile import retiled_options
+from ipuplan.space.levels.storage import retiled_options
 from ipuplan.space.types import Candidate, Decisions, FreeGroup, Freeze, Gather
 
 KIND = "gather"

@@ -27,7 +27,7 @@ from ipuplan.facts.gemm_families import (
 from ipuplan.facts.plan_facts import PlanFacts
 from ipuplan.plan.format import Plan
 from ipuplan.plan.layout import AxisTiling, ceil_div
-from ipuplan.space.levels.storage import partition_options
+from ipuplan.space.levels.storage_layouts import partition_options
 from ipuplan.space.rules import (
     Context,
     Frozen,

@@ -9,7 +9,7 @@ from math import prod
 import numpy as np
 import pytest
 
-from ipuplan.facts.exchange import mapped_exchange_bytes, placement
+from ipuplan.facts.exchange_proxy import mapped_exchange_bytes, placement
 from ipuplan.plan.debug_syntax import Atom
 from ipuplan.plan.layout import STANDARD, Axis, AxisTiling, Layout
 
@@ -52,7 +52,7 @@ def test_swapped_strides_send_all_but_the_shards_that_stay(reference_plan):
 
 
 def _sent_element_by_element(shape, element_size, source, target):
-    """Bytes sent, one element and one target replica at a time, from the tile mappings `ipuplan.facts.exchange` describes."""
+    """Bytes sent, one element and one target replica at a time, from the tile mappings `ipuplan.facts.exchange_proxy` describes."""
     a, b = placement(shape, source), placement(shape, target)
 
     def base(place, index):

@@ -1,4 +1,6 @@
-"""Bytes a mover sends between tiles, from the two layouts' tile mappings.
+"""The optimiser's proxy for the bytes a mover sends between tiles, from the two layouts' tile mappings: a
+candidate's price against the other side at its input layout (linear in the choice). Not the definition of a
+plan's exchange: that is `facts.plan_exchange` (docs/EXCHANGE.md); this module's placement rule is shared by both.
 
 A shard's tile is the sum over axes of `index * tile_stride`; replicas repeat the whole
 placement at multiples of its span. Where the plan leaves a stride to the compiler (`None`),

@@ -1,4 +1,4 @@
-"""`solvers.windows` (issue 11): a window is the problem of its rows alone, and its least peak is a lower bound
+"""`solvers.bounds` (issue 11): a window is the problem of its rows alone, and its least peak is a lower bound
 the whole problem cannot beat (or, when it cannot fit, a proof that the whole cannot)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from problems import b, problem
 from ipuplan.model.problem import FORBIDDEN, Edge, StepRow
 from ipuplan.plan.budgets import Budgets
 from ipuplan.solvers import SolverSettings, SolveStatus, solve
+from ipuplan.solvers.bounds import window, window_bound, window_key
 from ipuplan.solvers.cpsat import solve_reduced
-from ipuplan.solvers.windows import window, window_bound, window_key
 
 SETTINGS = SolverSettings(time_limit=5, workers=1, deterministic=True)
 

@@ -1,4 +1,6 @@
-"""Window bounds: a lower bound on the peak from small exact solves over a few consecutive steps.
+"""Lower bounds on the peak: window bounds, and the whole scope's bound over the choices a cap left out.
+
+Window bounds: a lower bound on the peak from small exact solves over a few consecutive steps.
 
 Steps couple only the groups live at them. Any set of rows, with only the groups live there and only
 their budgets, is a relaxation of the whole problem: its least peak is a lower bound on the whole

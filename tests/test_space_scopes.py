@@ -139,3 +139,20 @@ def test_a_level_registered_from_outside_decides_in_the_scopes_it_names(stub_reg
         assert [(group.members, len(group.candidates)) for group in stubs] == [(STUB_GROUP, 1)]
     counts = Counter(m for group in (*space.free, *space.frozen) for m in group.members)
     assert counts == Counter(range(len(facts.plan.values)))
+
+
+def test_a_family_level_registered_from_outside_is_reported_as_one_unit(monkeypatch, facts):
+    """A level that re-lays out families as units is its module and one `Level(...)` line: the report finds its
+    families through `Level.families` (no list kept by hand in report/)."""
+    from ipuplan.report.html import unit_state
+    from ipuplan.report.text import family_units
+
+    def stub_families(facts):
+        return [(((31, "Copy"),), STUB_GROUP)]
+
+    monkeypatch.setattr(scopes, "LEVELS", (Level("stub", stub_level, (Scope.KERNELS,), "stub", families=stub_families,
+                                                 unit="stub"), *scopes.LEVELS))
+    units = family_units(facts)
+    assert units[0].label == "stub family: Copy at step 31" and units[0].members == STUB_GROUP
+    assert unit_state(units[0], candidate_space(facts, Scope.KERNELS)) == "free as one unit"
+    assert unit_state(units[0], candidate_space(facts, Scope.STORAGE)).startswith("not re-split")

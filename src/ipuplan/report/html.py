@@ -22,7 +22,7 @@ from ipuplan.facts.plan_facts import PlanFacts
 from ipuplan.plan.budgets import Budgets
 from ipuplan.plan.format import Plan
 from ipuplan.plan.outputs import write_atomically
-from ipuplan.report.text import SPACE_KINDS, FamilyUnit, family_units, unit_of
+from ipuplan.report.text import FamilyUnit, family_units, unit_of
 from ipuplan.space.types import CandidateSpace
 
 WIDTH, HEIGHT, MARGIN = 960, 360, 60
@@ -190,7 +190,7 @@ def _families(facts: PlanFacts, space: CandidateSpace, units: tuple[FamilyUnit, 
 
 def unit_state(unit: FamilyUnit, space: CandidateSpace) -> str:
     """`free as one unit` when `space` has the family as one free group, else why a member is held."""
-    if any(group.kind == SPACE_KINDS[unit.kind] and unit.members[0] in group.members for group in space.free):
+    if any(group.kind == unit.space_kind and unit.members[0] in group.members for group in space.free):
         return "free as one unit"
     reasons = space.reasons()
     frozen = [reasons[m] for m in unit.members if reasons.get(m) is not None]

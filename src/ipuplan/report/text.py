@@ -24,13 +24,7 @@ from ipuplan.facts.plan_exchange import PlanExchange
 from ipuplan.facts.plan_facts import PlanFacts
 from ipuplan.model.objective import Objective
 from ipuplan.plan.format import Plan
-from ipuplan.space.levels import attention, elementwise, gemm
-
-GEMM = "Gemm"
-ATTENTION = "attention"
-ELEMENTWISE = "element-wise"
-SPACE_KINDS = {GEMM: gemm.KIND, ATTENTION: attention.KIND, ELEMENTWISE: elementwise.KIND}
-"""The kind of free group (`FreeGroup.kind`) that re-splits a family of each kind as one unit."""
+from ipuplan.space import scopes
 
 
 @dataclass(frozen=True)
@@ -40,6 +34,8 @@ class FamilyUnit:
     kind: str
     kernels: tuple[tuple[int, str], ...]
     members: tuple[int, ...]
+    space_kind: str = ""
+    """The kind of free group (`FreeGroup.kind`) that re-lays out this family as one unit."""
 
     @property
     def steps(self) -> frozenset[int]:
@@ -65,22 +61,16 @@ def kernel_words(kernels: Iterable[tuple[int, str]]) -> str:
 
 
 def family_units(facts: PlanFacts) -> tuple[FamilyUnit, ...]:
-    """Every Gemm family, attention product and element-wise family not held, each member in one unit only."""
-    plan = facts.plan
-
-    def kernels(steps: Iterable[int]) -> tuple[tuple[int, str], ...]:
-        return tuple((step, plan.steps[step].parsed_operation.kind) for step in sorted(steps))
-
-    found = [FamilyUnit(GEMM, kernels(f.steps), f.members) for f in facts.families]
-    found += [FamilyUnit(ATTENTION, kernels(f.steps), f.members) for f in facts.attention]
-    found += [FamilyUnit(ELEMENTWISE, tuple((k.step, k.operation) for k in f.kernels), f.members)
-              for f in facts.elementwise if f.hold is None]
+    """Every family a freedom level re-lays out as one unit (`Level.families`: Gemm families, attention products,
+    element-wise families not held), in registry order, each member in one unit only."""
+    found = [FamilyUnit(level.unit, kernels, members, level.kind)
+             for level in scopes.LEVELS if level.families is not None for kernels, members in level.families(facts)]
     claimed: set[int] = set()
     units = []
     for unit in found:
         members = tuple(m for m in unit.members if m not in claimed)
         claimed.update(members)
-        units.append(FamilyUnit(unit.kind, unit.kernels, members))
+        units.append(FamilyUnit(unit.kind, unit.kernels, members, unit.space_kind))
     return tuple(units)
 
 

@@ -25,6 +25,13 @@ from ipuplan.space.types import Candidate, Decisions, FreeGroup, Freeze, FreezeR
 LayoutGroup = tuple[int, ...]
 """Values that must share one layout (in-place aliases, a body argument and its layers)."""
 
+Kernels = tuple[tuple[int, str], ...]
+"""(step, operation kind) of each kernel of a family, by step: how a report names the family."""
+
+
+def kernels_at(facts: PlanFacts, steps) -> Kernels:
+    return tuple((step, facts.plan.steps[step].parsed_operation.kind) for step in sorted(steps))
+
 
 @dataclass(frozen=True)
 class Context:

@@ -25,7 +25,7 @@ from ipuplan.space.levels.elementwise import elementwise_level
 from ipuplan.space.levels.gather import gather_level
 from ipuplan.space.levels.gemm import kernel_level
 from ipuplan.space.levels.storage import storage_level
-from ipuplan.space.rules import Context, LayoutGroup, context_of
+from ipuplan.space.rules import Context, Kernels, LayoutGroup, context_of
 from ipuplan.space.types import (
     Candidate,
     CandidateSpace,
@@ -55,6 +55,8 @@ class Scope(str, Enum):
 
 LevelFunction = Callable[[Context, tuple[LayoutGroup, ...]], Decisions]
 Promote = Callable[[Context, LayoutGroup, tuple], tuple[Candidate, ...]]
+Families = Callable[[PlanFacts], list[tuple[Kernels, tuple[int, ...]]]]
+"""A level's families as a report shows them: per family its kernels and its members."""
 """A level's maker of candidates from the choices a cap left out of one of its groups."""
 
 
@@ -63,7 +65,8 @@ class Level:
     """A freedom level: its name (unique; `keep_classes` leaves out the one named `CLASSES`), its function, the
     scopes that run it, and, for a level that caps its groups' choices, the kind of those groups and its `promote`
     (so that the whole-scope bound can make the left-out choices candidates), and what it frees, in words (the
-    `--scope` help is made of them)."""
+    `--scope` help is made of them), and for a level that re-lays out kernel families as units, how a report finds
+    and names them (`families`, `unit`)."""
 
     name: str
     decide: LevelFunction
@@ -71,6 +74,8 @@ class Level:
     kind: str = ""
     promote: Promote | None = None
     frees: str = ""
+    families: Families | None = None
+    unit: str = ""
 
 
 CLASSES = "classes"
@@ -78,11 +83,11 @@ CLASSES = "classes"
 
 LEVELS: tuple[Level, ...] = (
     Level("kernels", kernel_level, (Scope.KERNELS, Scope.FULL, Scope.PROGRAM), gemm.KIND, gemm.promote,
-          "Gemm families"),
+          "Gemm families", gemm.families, gemm.UNIT),
     Level("attention", attention_level, (Scope.KERNELS, Scope.FULL, Scope.PROGRAM), attention.KIND,
-          attention.promote, "attention products"),
+          attention.promote, "attention products", attention.families, attention.UNIT),
     Level("elementwise", elementwise_level, (Scope.FULL, Scope.PROGRAM), elementwise.KIND, elementwise.promote,
-          "element-wise families"),
+          "element-wise families", elementwise.families, elementwise.UNIT),
     Level("gather", gather_level, (Scope.PROGRAM,), gather.KIND,
           frees="parameters stored sharded and gathered by inserted Copy steps"),
     Level(CLASSES, class_level, (Scope.FULL, Scope.PROGRAM), frees="memory classes"),

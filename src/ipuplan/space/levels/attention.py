@@ -28,6 +28,8 @@ from ipuplan.space.levels.storage_layouts import partition_options
 from ipuplan.space.types import Candidate, Decisions, FreeGroup, Freeze, FreezeReason, FrozenGroup, LeftOut
 
 KIND = "attention"
+UNIT = "attention"
+"""What a report calls one of this level's families."""
 """The kind of the free groups this level makes (their left-out splits are promoted by `promote`)."""
 
 
@@ -202,3 +204,8 @@ def _choices(facts: PlanFacts, family: AttentionFamily, search: SplitSearch, mem
 def attention_level(context: rules.Context, groups: tuple[rules.LayoutGroup, ...]) -> Decisions:
     """Every attention product whose groups are all unclaimed: free or frozen as one unit."""
     return rules.each_family(context, groups, context.facts.attention, attention_group)
+
+
+def families(facts: PlanFacts) -> list[tuple[rules.Kernels, tuple[int, ...]]]:
+    """Each attention product as a report shows it: its kernels and its members."""
+    return [(rules.kernels_at(facts, family.steps), family.members) for family in facts.attention]

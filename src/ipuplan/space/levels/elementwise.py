@@ -38,6 +38,8 @@ from ipuplan.space.levels.storage_layouts import partition_options
 from ipuplan.space.types import Candidate, Decisions, FreeGroup, LeftOut
 
 KIND = "elementwise"
+UNIT = "element-wise"
+"""What a report calls one of this level's families."""
 """The kind of the free groups this level makes (their left-out splits are promoted by `promote`)."""
 Split = tuple[tuple[int, int], ...]
 """(block size, partitions) per axis of the family's template (its activation), in the template's axis order."""
@@ -307,3 +309,9 @@ def elementwise_level(context: rules.Context, groups: tuple[rules.LayoutGroup, .
             if group is not None:
                 free.append(group)
     return Decisions(free=tuple(free))
+
+
+def families(facts: PlanFacts) -> list[tuple[rules.Kernels, tuple[int, ...]]]:
+    """Each element-wise family this level may re-tile (not held) as a report shows it: its kernels and members."""
+    return [(tuple((k.step, k.operation) for k in family.kernels), family.members) for family in facts.elementwise
+            if family.hold is None]

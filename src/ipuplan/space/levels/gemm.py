@@ -31,6 +31,7 @@ from ipuplan.space.levels.storage_layouts import partition_options
 from ipuplan.space.rules import (
     Context,
     Frozen,
+    Kernels,
     LayoutGroup,
     ScratchRatio,
     each_family,
@@ -39,6 +40,7 @@ from ipuplan.space.rules import (
     family_ratios,
     freeze_reason,
     held_family,
+    kernels_at,
     left_out_of,
     moved_tensors,
     shard_ordered_roles,
@@ -52,6 +54,8 @@ PARETO_BLOCK = 512
 
 
 KIND = "kernel"
+UNIT = "Gemm"
+"""What a report calls one of this level's families."""
 """The kind of the free groups this level makes (their left-out splits are promoted by `promote`)."""
 
 
@@ -396,3 +400,8 @@ def _family_of(context: Context, members: LayoutGroup) -> KernelFamily:
 def kernel_level(context: Context, groups: tuple[LayoutGroup, ...]) -> Decisions:
     """Every recognised Gemm family whose groups are all unclaimed: free or frozen as one unit."""
     return each_family(context, groups, context.facts.families, family_group)
+
+
+def families(facts: PlanFacts) -> list[tuple[Kernels, tuple[int, ...]]]:
+    """Each Gemm family as a report shows it: its kernels and its members."""
+    return [(kernels_at(facts, family.steps), family.members) for family in facts.families]

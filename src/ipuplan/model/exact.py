@@ -10,7 +10,7 @@ Pricing every pair costs seconds on the reference plan (`benchmarks/pair_pricing
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -121,9 +121,7 @@ class ExactProblem:
         once at its highest peak, then each lower peak forbids more)."""
         exchange = tuple(tuple(c if keep else FORBIDDEN for c, keep in zip(costs, mask.tolist()))
                          for costs, mask in zip(self.problem.exchange, alive))
-        narrowed = replace(self.problem, exchange=exchange)
-        narrowed.__dict__["table"] = self.problem.table
-        return ExactProblem(narrowed, self.constant)
+        return ExactProblem(self.problem.with_same_rows(exchange=exchange), self.constant)
 
 
 def gathered_exchange(candidates: tuple[Candidate, ...]) -> np.ndarray:
@@ -159,7 +157,6 @@ def exact_problem(facts: PlanFacts, space: CandidateSpace, problem: Problem,
             unary[g] += gathered_exchange(group.candidates)
     for g, mask in enumerate(alive):
         unary[g][~mask] = FORBIDDEN
-    priced = replace(problem, exchange=tuple(tuple(u.tolist()) for u in unary),
-                     edges=tuple(Edge(a, b, matrix) for (a, b), matrix in sorted(edges.items())))
-    priced.__dict__["table"] = problem.table  # the same rows: one table, not laid flat twice
+    priced = problem.with_table(problem.table, exchange=tuple(tuple(u.tolist()) for u in unary),
+                                edges=tuple(Edge(a, b, matrix) for (a, b), matrix in sorted(edges.items())))
     return ExactProblem(priced, constant)

@@ -273,16 +273,22 @@ class Problem:
 
     def with_limits(self, limits: tuple[Limit, ...]) -> Problem:
         """The same rows under other budgets; their table, once built, is shared rather than built again."""
-        return self._same_rows(limits=limits)
+        return self.with_same_rows(limits=limits)
 
     def without_left_out(self) -> Problem:
         """The same rows with no left-out choice; their table, once built, shared (1 s at 200k values)."""
-        return self._same_rows(left_out=())
+        return self.with_same_rows(left_out=())
 
-    def _same_rows(self, **fields) -> Problem:
+    def with_same_rows(self, **fields) -> Problem:
+        """This problem with other `fields` but its rows: their table, once built, is shared, not laid flat again."""
+        return self.with_table(self.__dict__.get("table"), **fields)
+
+    def with_table(self, table: TermTable | None, **fields) -> Problem:
+        """This problem with other `fields`, whose rows' table is `table` (None: built when first asked for). The one
+        place a table is handed over: a cached property is otherwise built from the rows."""
         changed = replace(self, **fields)
-        if "table" in self.__dict__:
-            changed.__dict__["table"] = self.table
+        if table is not None:
+            changed.__dict__["table"] = table
         return changed
 
     @cached_property

@@ -134,13 +134,12 @@ def _narrowed(problem: Problem, kept: tuple[np.ndarray, ...], **fields) -> Probl
     replaced after that."""
     table = _kept_table(problem.table, kept)
     where = [{int(c): k for k, c in enumerate(group)} for group in kept]
-    smaller = replace(problem, candidate_counts=tuple(len(k) for k in kept), rows=_kept_rows(problem, table),
-                      input_choice=tuple(where[g].get(c, 0) for g, c in enumerate(problem.input_choice)),
-                      exchange=tuple(tuple(problem.exchange[g][int(c)] for c in group) for g, group in enumerate(kept)),
-                      edges=tuple(_narrowed_edge(e, kept[e.a], kept[e.b]) for e in problem.edges),
-                      **fields)
-    smaller.__dict__["table"] = table  # the narrowed table is the rows' table: no second pass over every term
-    return smaller
+    # the narrowed table is the rows' table: no second pass over every term
+    return problem.with_table(
+        table, candidate_counts=tuple(len(k) for k in kept), rows=_kept_rows(problem, table),
+        input_choice=tuple(where[g].get(c, 0) for g, c in enumerate(problem.input_choice)),
+        exchange=tuple(tuple(problem.exchange[g][int(c)] for c in group) for g, group in enumerate(kept)),
+        edges=tuple(_narrowed_edge(e, kept[e.a], kept[e.b]) for e in problem.edges), **fields)
 
 
 def _narrowed_edge(edge: Edge, rows: np.ndarray, columns: np.ndarray) -> Edge:
@@ -251,9 +250,8 @@ def pairwise(problem: Problem) -> Reduced:
             break
     kept = tuple(np.flatnonzero(alive) for alive in state.alive)
     dropped_input = [not alive[c] for alive, c in zip(state.alive, problem.input_choice)]
-    rebuilt = replace(problem, exchange=tuple(tuple(costs.tolist()) for costs in state.exchange),
-                      edges=tuple(Edge(a, b, costs) for (a, b), costs in state.edges.items()))
-    rebuilt.__dict__["table"] = problem.table
+    rebuilt = problem.with_table(problem.table, exchange=tuple(tuple(costs.tolist()) for costs in state.exchange),
+                                 edges=tuple(Edge(a, b, costs) for (a, b), costs in state.edges.items()))
     smaller = _narrowed(rebuilt, kept, group_sizes=tuple(
         0 if gone else size for size, gone in zip(problem.group_sizes, dropped_input)))
     return Reduced(smaller, kept, sum(counts))

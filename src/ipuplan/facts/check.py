@@ -1,5 +1,7 @@
-"""Consistency check: a plan's stored numbers against the estimate, plus layout legality; and the two
-read-outs of a plan every report shares: what is live at a step, and what changed from another plan."""
+"""Consistency check: a plan's stored numbers against the estimate, plus layout legality and the layout rules that one
+plan shows (REPLAN.md: a layout group shares one layout, element-wise families are tiled as one unit, row reducers keep
+rows whole); and the two read-outs of a plan every report shares: what is live at a step, and what changed from another
+plan."""
 
 from __future__ import annotations
 
@@ -14,6 +16,16 @@ import numpy as np
 
 from ipuplan.facts.attention_families import AttentionFamily, attention_problems
 from ipuplan.facts.dataflow import Dataflow
+from ipuplan.facts.elementwise_families import (
+    OPERAND_COUNTS,
+    ElementwiseFamily,
+    FamilyKernel,
+    Hold,
+    Role,
+    broadcast_dimensions,
+    broadcast_problem,
+    dimension_tiling,
+)
 from ipuplan.facts.estimate import Estimate
 from ipuplan.facts.gemm_families import KernelFamily, family_problems, sum_scratch
 from ipuplan.facts.plan_exchange import sorted_unique
@@ -29,11 +41,14 @@ class MismatchKind(str, Enum):
     LAYOUT = "layout placement"
     SCRATCH = "scratch rule"
     GEMM_FAMILY = "Gemm family"
+    LAYOUT_GROUP = "layout group"
+    ELEMENTWISE = "element-wise family"
+    ROWS = "row-reducing kernel"
 
     @property
     def structural(self) -> bool:
         """A rule of the format a rewrite cannot repair; the other kinds are stale numbers it recomputes."""
-        return self in (MismatchKind.LAYOUT, MismatchKind.SCRATCH, MismatchKind.GEMM_FAMILY)
+        return self not in (MismatchKind.VALUE_BYTES, MismatchKind.STEP_USAGE, MismatchKind.PLAN_PEAKS)
 
 
 @dataclass(frozen=True)
@@ -197,6 +212,210 @@ def _step_content(step: Step) -> tuple:
     return step.operation, step.scratch.standard, step.scratch.interleaved
 
 
+def layout_group_of(plan: Plan, bindings: Mapping[int, tuple[int, ...]]) -> list[int]:
+    """Per value, a representative of its layout group: in-place aliases with their root, a body argument with every
+    value of its group (`Dataflow.bindings`). Restated from the optimiser's `space.rules.layout_groups` (facts never
+    import the candidate space), so that the check does not share the writer's mistakes."""
+    parent = list(range(len(plan.values)))
+
+    def find(v: int) -> int:
+        while parent[v] != v:
+            parent[v] = parent[parent[v]]
+            v = parent[v]
+        return v
+
+    for value in plan.values:
+        if 0 <= value.root < len(parent):
+            parent[find(value.id)] = find(value.root)
+    for argument, members in bindings.items():
+        for member in members:
+            parent[find(argument)] = find(member)
+    return [find(v) for v in range(len(parent))]
+
+
+def _layout_group_mismatches(plan: Plan, group_of: list[int]) -> list[Mismatch]:
+    """Members of one layout group laid out otherwise than the group's most common layout (the lowest id first among
+    equals): an in-place result is its operand's storage, and a body argument stands for every layer it binds."""
+    groups: dict[int, list[int]] = {}
+    for value, group in enumerate(group_of):
+        groups.setdefault(group, []).append(value)
+    found = []
+    for members in (m for m in groups.values() if len(m) > 1):
+        layouts = [plan.values[m].layout for m in members]
+        if len(set(layouts)) == 1:
+            continue
+        reference = most_common(members, layouts)
+        found += [Mismatch(MismatchKind.LAYOUT_GROUP, _where(plan.values[m]), "layout", rule=(
+            f"laid out otherwise than value {reference}: {_bond(plan, m, reference)} share one layout"))
+            for m, layout in zip(members, layouts) if layout != plan.values[reference].layout]
+    return found
+
+
+def most_common(members: list[int], keys: list) -> int:
+    """The member whose key most members share, the lowest id among equals."""
+    counts: dict = {}
+    for key in keys:
+        counts[key] = counts.get(key, 0) + 1
+    return min(zip(members, keys), key=lambda pair: (-counts[pair[1]], pair[0]))[0]
+
+
+def _bond(plan: Plan, value: int, other: int) -> str:
+    """Why two values of one layout group are one: the same storage, or one parameter family."""
+    a, b = plan.values[value], plan.values[other]
+    if a.root == b.root:
+        return f"in-place aliases of one storage (root {a.root})"
+    return f"a body argument and the values of its group {a.group!r}"
+
+
+LAYOUT_HOLDS = frozenset({Hold.TILED_APART, Hold.ROWS_SPLIT, Hold.MIXED_BROADCAST, Hold.PARAMETER_PLACEMENT})
+"""The holds a family's own layouts cause: a family held only by one of these breaks REPLAN's level 4 rule. The
+other holds (a kernel outside the family, an operand it cannot identify or whose shape differs) let its members be
+tiled apart, as the reference plan's Sum-fed residual Adds and attention softmaxes are."""
+
+
+@lru_cache(maxsize=65536)
+def _tiling(shape: tuple[int, ...], layout: str) -> tuple:
+    """`dimension_tiling` keyed by the layout's text (a Layout rehashes its whole tree)."""
+    return dimension_tiling(shape, parse_layout(layout))
+
+
+@lru_cache(maxsize=65536)
+def _beside_problem(parameter_shape: tuple[int, ...], parameter: str, shape: tuple[int, ...], layout: str) -> str | None:
+    """`broadcast_problem` keyed by the layouts' texts."""
+    return broadcast_problem(parameter_shape, parse_layout(parameter), shape, parse_layout(layout))
+
+
+def _elementwise_mismatches(facts: PlanFacts, group_of: list[int]) -> list[Mismatch]:
+    """REPLAN.md level 4 where the plan shows it: families whose members are not tiled as one unit, kernels whose
+    operands the dataflow does not show and no live value laid out beside them can be, row reducers with split rows."""
+    found = []
+    for family in facts.elementwise:
+        if family.hold is None or family.hold.rule in LAYOUT_HOLDS:
+            found += _family_layout_mismatches(facts.plan, family, group_of)
+        for kernel in family.kernels:
+            found += _unshown_operand_mismatches(facts, kernel)
+            if kernel.reduces_rows:
+                found += _row_mismatches(facts.plan, kernel, group_of)
+    return found
+
+
+def _family_layout_mismatches(plan: Plan, family: ElementwiseFamily, group_of: list[int]) -> list[Mismatch]:
+    """Full-shape members tiled otherwise than most of them, and broadcast parameters not cut and placed beside
+    them. A member is excused when another value of its storage group in another layout group follows the rule: scope
+    `program` stores a parameter sharded and its kernel reads the copy gathered beside the activation."""
+    values = plan.values
+    full = [m for m, role in family.roles.items() if role is not Role.PARAMETER]
+    if not full:
+        return []
+    tilings = [_tiling(tuple(values[m].shape), values[m].layout) for m in full]
+    reference = values[most_common(sorted(full), [tilings[full.index(m)] for m in sorted(full)])]
+    shape = tuple(reference.shape)
+    problems: dict[int, str] = {}
+    for m, tiling in zip(full, tilings):
+        if tiling != tilings[full.index(reference.id)]:
+            problems[m] = f"not tiled as value {reference.id} (every full-shape member is tiled alike)"
+    reduced = {v for kernel in family.kernels if kernel.reduces_rows for v in (*kernel.operands, *kernel.possible)}
+    for m in (m for m in family.parameters if m not in reduced):  # a row reducer's: `_row_mismatches` says it
+        problem = _beside_problem(tuple(values[m].shape), values[m].layout, shape, reference.layout)
+        if problem is not None:
+            problems[m] = f"a broadcast parameter not beside value {reference.id}: {problem}"
+    kernel_of = {values[v].root: kernel for kernel in family.kernels
+                 for v in (*kernel.operands, *kernel.possible, *kernel.results)}
+    return [Mismatch(MismatchKind.ELEMENTWISE, _where(values[m]), "element-wise family",
+                     rule=f"{_kernel_named(kernel_of.get(values[m].root, family.kernels[0]))}: {problem}")
+            for m, problem in sorted(_unexcused(plan, problems, family.members, group_of).items())]
+
+
+def _unexcused(plan: Plan, problems: dict[int, str], members, group_of: list[int]) -> dict[int, str]:
+    """`problems` but those of a member with a twin among `members` (same storage group, another layout group) that
+    has none: a gathered copy read in its stead."""
+    fine: dict[int, set[int]] = {}
+    for m in members:
+        if m not in problems:
+            fine.setdefault(plan.values[m].storage_group, set()).add(group_of[m])
+    return {m: problem for m, problem in problems.items()
+            if not fine.get(plan.values[m].storage_group, set()) - {group_of[m]}}
+
+
+def _kernel_named(kernel: FamilyKernel) -> str:
+    return f"{kernel.operation} at step {kernel.step}"
+
+
+def _unshown_operand_mismatches(facts: PlanFacts, kernel: FamilyKernel) -> list[Mismatch]:
+    """A kernel of known operand count whose dataflow shows fewer, when fewer live values laid out beside its
+    activation can be the rest than are missing: an operand (a loop body's bias, which never dies at its Add) laid out
+    where the kernel cannot read it. The layout is the only evidence of which live value is the operand, so a value
+    laid out away from every kernel simply reads as no operand: the check sees it only when none is left."""
+    count = OPERAND_COUNTS.get(kernel.operation)
+    if count is None or not kernel.results:
+        return []
+    missing = count - len(kernel.operands)
+    if missing <= len(kernel.possible):
+        return []
+    shown = ", ".join(map(str, kernel.operands)) or "nothing"
+    return [Mismatch(MismatchKind.ELEMENTWISE, f"step {kernel.step}", "element-wise family", rule=(
+        f"{kernel.operation} reads {count} operands, the dataflow shows {shown}, and {len(kernel.possible)} live "
+        f"value(s) laid out beside its activation can be the {missing} other(s)"))]
+
+
+def _row_mismatches(plan: Plan, kernel: FamilyKernel, group_of: list[int]) -> list[Mismatch]:
+    """A row reducer's rows whole on a tile: each operand and result holding rows split over every dimension but the
+    last (a LayerNormApply with per-part moments `[.., parts, 2]`, as the reference plan's MAP head, may cut the row
+    into those parts), and each broadcast parameter whole beside the activation."""
+    values = plan.values
+    # a LayerNormMoments writes statistics, not rows
+    holding = [*kernel.operands, *kernel.possible, *(() if kernel.operation == "LayerNormMoments" else kernel.results)]
+    if not holding:
+        return []
+    full = tuple(values[kernel.results[0] if kernel.results else holding[0]].shape)
+    rows = [v for v in holding if _holds_rows(tuple(values[v].shape), full)]
+    parts = _moment_parts(plan, kernel, full)
+    problems = {v: problem for v in rows if (problem := _row_split(values[v], parts)) is not None}
+    activation = next((v for v in rows if tuple(values[v].shape) == full), None)
+    if activation is not None:
+        for v in holding:
+            dimensions = broadcast_dimensions(values[v].shape, full)
+            problem = None if not dimensions else _parameter_problem(values[v], values[activation])
+            if problem is not None:
+                problems[v] = problem
+    return [Mismatch(MismatchKind.ROWS, _where(values[v]), "row-reducing kernel",
+                     rule=f"{_kernel_named(kernel)} reduces over rows: {problem}")
+            for v, problem in sorted(_unexcused(plan, problems, holding, group_of).items())]
+
+
+def _holds_rows(shape: tuple[int, ...], full: tuple[int, ...]) -> bool:
+    """A tensor of the kernel's rows: its rank and every dimension but the last (a softmax pads its rows)."""
+    return len(shape) == len(full) and shape[:-1] == full[:-1]
+
+
+def _moment_parts(plan: Plan, kernel: FamilyKernel, full: tuple[int, ...]) -> int:
+    """The parts of per-part moments `[.., parts, 2]` a LayerNormApply reads, else 1."""
+    if kernel.operation != "LayerNormApply":
+        return 1
+    shapes = [tuple(plan.values[v].shape) for v in kernel.operands]
+    return next((s[-2] for s in shapes if len(s) == len(full) + 1 and s[:-2] == full[:-1] and s[-1] == 2), 1)
+
+
+def _row_split(value: Value, parts: int) -> str | None:
+    """How a value's rows are split (its last dimension or the flattened tensor in partitions), or None."""
+    rank = len(value.shape)
+    for axis in value.parsed_layout.axes:
+        dimension = axis.axis.dimension(rank)
+        if axis.partitions > 1 and (dimension is None or dimension == rank - 1) and axis.partitions != parts:
+            return f"its rows are split ({axis.axis.text} in {axis.partitions} partitions)"
+    return None
+
+
+def _parameter_problem(parameter: Value, activation: Value) -> str | None:
+    """Why a row reducer's broadcast parameter is not whole beside its activation, or None."""
+    sharded = [axis for axis in parameter.parsed_layout.axes if axis.partitions > 1]
+    if sharded:
+        return (f"a broadcast parameter sharded ({sharded[0].axis.text} in {sharded[0].partitions} partitions), where "
+                "it stays whole on every tile holding a row")
+    problem = _beside_problem(tuple(parameter.shape), parameter.layout, tuple(activation.shape), activation.layout)
+    return None if problem is None else f"a broadcast parameter not whole beside value {activation.id}: {problem}"
+
+
 def check(plan: Plan, facts: PlanFacts | None = None) -> list[Mismatch]:
     """Every place where the plan disagrees with its own estimate or breaks a layout rule.
 
@@ -218,6 +437,9 @@ def check(plan: Plan, facts: PlanFacts | None = None) -> list[Mismatch]:
                                      computed[step.index]))
     found += _scratch_mismatches(plan, result, facts.flow)
     found += _family_mismatches(facts)
+    group_of = layout_group_of(plan, facts.flow.bindings)
+    found += _layout_group_mismatches(plan, group_of)
+    found += _elementwise_mismatches(facts, group_of)
     found += _top_level_mismatches(plan, result)
     return found
 

@@ -10,14 +10,24 @@ traceback: a compiler engineer reads these lines, not the optimiser's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
-from ipuplan.facts.check import check
+from ipuplan.facts.attention_families import AttentionFamily, current_head_split, derive_attention
+from ipuplan.facts.check import check, most_common
 from ipuplan.facts.dataflow import BODY_ARGUMENT, is_body_argument
+from ipuplan.facts.elementwise_families import ElementwiseFamily, Role, broadcast_problem, dimension_tiling
+from ipuplan.facts.gemm_families import DerivedSplit, IllegalSplit, KernelFamily, current_split, derive
 from ipuplan.facts.plan_facts import PlanFacts, plan_facts
+from ipuplan.plan.debug_syntax import format_term
 from ipuplan.plan.format import Plan, Step, Value
-from ipuplan.replan.rewrite import KEPT_VALUE_FIELDS
+from ipuplan.plan.layout import Layout, format_layout
+from ipuplan.plan.operation import parse_operation
+from ipuplan.space.levels.attention import KIND as ATTENTION_KIND
+from ipuplan.space.levels.elementwise import KIND as ELEMENTWISE_KIND
+from ipuplan.space.levels.gather import KIND as GATHER_KIND
+from ipuplan.space.levels.gemm import KIND as GEMM_KIND
 from ipuplan.space.scopes import Scope, candidate_space, scope_named
+from ipuplan.space.types import CandidateSpace, FreeGroup
 
 PROGRAM = Scope.PROGRAM.value
 """The opt-in scope that may insert gathers (REPLAN.md, "Optional scope `program`")."""
@@ -29,11 +39,20 @@ not imported from the optimiser's `space.levels.gather`: this check must not sha
 KEPT_PLAN_FIELDS = ("version", "scope", "model", "tile_count", "gemm_output_packing", "attention_products")
 """Top-level fields no rewrite touches (budgets may be overridden, the derived fields are recomputed)."""
 
+KEPT_VALUE_FIELDS = ("id", "origin", "root", "name", "group", "storage_group", "precision", "copies")
+"""What every original value keeps (REPLAN.md, "What the output must satisfy"); restated here, not imported from the
+optimiser's `replan.rewrite`, which runs this check on its own output."""
+
 KEPT_STEP_FIELDS = ("source", "execution_count")
 """Kept by every original step; its index may move past inserted steps and its live set gain gathered values."""
 
 BornAt = tuple[tuple[int, ...], ...]
 """Per step, the values first live there (`Liveness.born_at`)."""
+
+STORAGE_KIND, CLASS_KIND = "storage", "class"
+"""The kinds of the free groups the storage and classes levels make (`FreeGroup.kind`)."""
+ROW_MAJOR = frozenset({"RowMajor"})
+"""The order whose text holds no block size: an element-wise family all of it may take smaller blocks."""
 
 GATHERED_VALUE_FIELDS = ("origin", "shape", "precision", "storage_group", "layout", "memory_class", "copies")
 """What a gathered value takes from its parameter in the original plan: the layout is the one its reader needs."""
@@ -78,23 +97,27 @@ class Gather:
     """Where the rewritten plan holds its value."""
 
 
-def against(before: Plan, after: Plan, scope: str = "full", *, after_facts: PlanFacts | None = None) -> list[str]:
+def against(before: Plan, after: Plan, scope: str = "full", *, after_facts: PlanFacts | None = None,
+            before_facts: PlanFacts | None = None, space: CandidateSpace | None = None) -> list[str]:
     """Every way `after` breaks the output contract relative to `before`, its input, in scope `scope`.
 
     One line per violation, naming the rule first (`structure`, `insertion`, `scope`, `check`), then the value id
     or step index, and what is wrong; the lines come in that rule order. Empty when `after` is a legal rewrite of
     `before` in `scope` (`storage`, `kernels`, `full` or `program`: only `program` may insert gathers). Raises
-    UnknownScope (exit 2) for any other scope. `after_facts`: `after`'s facts, when the caller has them already.
+    UnknownScope (exit 2) for any other scope. `after_facts`, `before_facts`: the plans' facts, and `space`: the
+    candidate space of `before` in `scope`, when the caller has them already (the optimiser re-checking its own
+    output); a space with more frozen (pins, `keep_classes`) holds the rewrite to it.
     """
     scope = scope_named(scope).value
-    facts = plan_facts(before)
+    facts = before_facts or plan_facts(before)
+    space = space or candidate_space(facts, scope)
     aligned = alignment(before, after)
     gathers = gathers_of(before, after, aligned) if scope == PROGRAM else ()
     born_at = facts.live.born_at
     return [
         *(f"structure: {line}" for line in structure_violations(before, after, aligned, born_at)),
         *(f"insertion: {line}" for line in insertion_violations(before, after, aligned, gathers, scope, born_at)),
-        *(f"scope: {line}" for line in scope_violations(facts, after, scope, gathers)),
+        *(f"scope: {line}" for line in scope_violations(facts, after, scope, gathers, space, aligned)),
         *(f"check: {mismatch}" for mismatch in check(after, after_facts)),
     ]
 
@@ -343,26 +366,324 @@ def reading_step_violations(before: Plan, after: Plan, gathers: list[Gather]) ->
              f"({_live_difference(live, expected)})")]
 
 
-def scope_violations(facts: PlanFacts, after: Plan, scope: str, gathers: tuple[Gather, ...]) -> list[str]:
-    """Rule 3: every value the scope holds keeps its layout and class; in scope `program` a gathered parameter (with
-    the values bound to it) may change, its gathers giving its readers the layout they need."""
-    known = {s.value for s in Scope}
-    space = candidate_space(facts, scope if scope in known else Scope.FULL.value)
+@dataclass
+class Findings:
+    """What rule 3 found: lines per value and per step (each in the rewritten plan's numbering), and the Gemm steps
+    (the original's numbering) whose operation a free family's split rewrites, which that family has checked."""
+
+    values: dict[int, str] = field(default_factory=dict)
+    steps: dict[int, str] = field(default_factory=dict)
+    owned: set[int] = field(default_factory=set)
+
+    def value(self, value: int, line: str) -> None:
+        self.values.setdefault(value, line)  # the first rule a value breaks says enough
+
+    def step(self, step: int, line: str) -> None:
+        self.steps.setdefault(step, line)
+
+
+def scope_violations(facts: PlanFacts, after: Plan, scope: str, gathers: tuple[Gather, ...], space: CandidateSpace,
+                     aligned: Alignment) -> list[str]:
+    """Rule 3: what the scope holds keeps its layout and class (in scope `program` a gathered parameter, with the
+    values bound to it, may change: its gathers give its readers the layout they need); a Gemm's operands and
+    results keep their class; a free group changes only as its level allows; an operation changes only where a
+    kernel family's split rewrites it, and a step's scratch only with what it writes, in its class. One line per
+    value, then per step, in order: the first rule it breaks."""
+    found = Findings()
+    for member, line in frozen_violations(facts, after, scope, gathers, space):
+        found.value(member, line)
+    for member, line in gemm_class_violations(facts, after):
+        found.value(member, line)
+    new_index = aligned.new_index
+    for group in space.free:
+        free_group_violations(facts, after, group, gathers, new_index, found)
+    if new_index is not None:  # else rule 1 says no step can be compared with its original
+        operation_violations(facts.plan, after, scope, new_index, found)
+        scratch_violations(facts, after, new_index, found)
+    return [*(line for _, line in sorted(found.values.items())), *(line for _, line in sorted(found.steps.items()))]
+
+
+def frozen_violations(facts: PlanFacts, after: Plan, scope: str, gathers: tuple[Gather, ...],
+                      space: CandidateSpace) -> list[tuple[int, str]]:
+    """(value, line) for every member of a frozen group whose layout or class changed."""
     gathered = {gather.parameter for gather in gathers}
     before, found = facts.plan, []
     for group in space.frozen:
         if gathered.intersection(group.members):
             continue
-        for member in (m for m in group.members if m < len(after.values)):
+        for member in _changed(before, after, group.members, shapes=False):
             old, new = before.values[member], after.values[member]
-            if old.layout == new.layout and old.memory_class == new.memory_class:
-                continue
             classes = "" if old.memory_class == new.memory_class else \
                 f" (class {_change(old.memory_class, new.memory_class)})"
-            line = (f"value {member} ({old.name}): layout changed where scope {scope} does not allow it{classes}: "
-                    f"frozen, {group.reason}")
-            found.append((member, line))
-    return [line for _, line in sorted(found)]
+            found.append((member, (f"value {member} ({old.name}): layout changed where scope {scope} does not allow "
+                                  f"it{classes}: frozen, {group.reason}")))
+    return found
+
+
+def gemm_class_violations(facts: PlanFacts, after: Plan) -> list[tuple[int, str]]:
+    """(value, line) for every operand or result of a Gemm whose class changed (REPLAN.md level 3: the kernel variant
+    expects them where they are), whatever the scope."""
+    before, found = facts.plan, []
+    for step in before.steps:
+        if step.parsed_operation.kind != "Gemm":
+            continue
+        flow = facts.flow.steps[step.index]
+        for value in _changed(before, after, (*flow.reads, *flow.writes), shapes=False):
+            old, new = before.values[value].memory_class, after.values[value].memory_class
+            if old != new:
+                found.append((value, (f"value {value} ({before.values[value].name}): class {_change(old, new)}: an "
+                                     f"operand or result of the Gemm at step {step.index} keeps its class")))
+    return found
+
+
+def _changed(before: Plan, after: Plan, members, shapes: bool = True) -> list[int]:
+    """The members whose layout or class (and, with `shapes`, shape) differ; a value the rewrite left alone is the
+    very same object."""
+    count, found = len(after.values), []
+    for m in members:
+        old = before.values[m]
+        new = after.values[m] if m < count else old
+        if old is not new and (old.layout != new.layout or old.memory_class != new.memory_class
+                               or (shapes and old.shape != new.shape)):
+            found.append(m)
+    return found
+
+
+def free_group_violations(facts: PlanFacts, after: Plan, group: FreeGroup, gathers: tuple[Gather, ...],
+                          new_index: tuple[int, ...] | None, found: Findings) -> None:
+    """Every member of a free group changed beyond what its level allows (REPLAN.md's freedom levels): a storage value
+    takes any layout the format allows, a class-level value only another class, the rest as below."""
+    if group.kind in (GEMM_KIND, ATTENTION_KIND):
+        family_violations(facts, after, group, new_index, found)
+        return
+    changed = _changed(facts.plan, after, group.members)
+    if not changed or group.kind == STORAGE_KIND:
+        return
+    if group.kind == ELEMENTWISE_KIND:
+        lines = elementwise_violations(facts, after, group, changed)
+    elif group.kind == GATHER_KIND:
+        lines = gather_violations(facts, after, group, gathers, changed)
+    elif group.kind == CLASS_KIND:
+        lines = class_only_violations(facts.plan, after, changed, "the classes level changes only its memory class")
+    else:
+        lines = []  # a level this check does not know (a test's stub level): nothing to say of it
+    for member, line in lines:
+        found.value(member, line)
+
+
+def class_only_violations(before: Plan, after: Plan, changed: list[int], why: str) -> list[tuple[int, str]]:
+    """(value, line) for every changed member whose layout differs otherwise than in its memory class."""
+    found = []
+    for m in changed:
+        old, new = before.values[m].parsed_layout, after.values[m].parsed_layout
+        if replace(new, memory_class=old.memory_class) != old:
+            found.append((m, f"value {m} ({before.values[m].name}): tiling or order changed where {why}"))
+    return found
+
+
+def family_violations(facts: PlanFacts, after: Plan, group: FreeGroup, new_index: tuple[int, ...] | None,
+                      found: Findings) -> None:
+    """A Gemm family or attention product re-split: every member laid out, and the Gemm's operation written, as the
+    split the rewrite's partials show derives them from the input (REPLAN.md level 2: only the split's numbers, the
+    K block and the columns per shard change; class, order kind, padding and the other fields are the input's)."""
+    family = _family_of(facts, group)
+    if family is None:
+        return
+    before = facts.plan
+    gemm = family.gemm_step
+    found.owned.add(gemm)
+    position = None if new_index is None else new_index[gemm]
+    operation = None if position is None else after.steps[position].operation
+    if not _changed(before, after, family.members) and operation in (None, before.steps[gemm].operation):
+        return
+    name = "Gemm family" if isinstance(family, KernelFamily) else "attention product"
+    try:
+        split, derived = _derived(before, after, family)
+    except (IllegalSplit, IndexError, KeyError, ValueError) as problem:
+        result = family.partials if isinstance(family, KernelFamily) else family.result
+        found.value(result, f"value {result} ({before.values[result].name}): the {name} at step {gemm} is laid out "
+                            f"in no split of it ({problem})")
+        return
+    for member, layout in derived.layouts.items():
+        if after.values[member].layout != format_layout(layout):
+            found.value(member, f"value {member} ({before.values[member].name}): not laid out as split {split} of the "
+                                f"{name} at step {gemm} lays it out from the input (its class, order, padding and "
+                                "untouched numbers kept)")
+    if tuple(after.values[derived.result].shape) != derived.result_shape:
+        found.value(derived.result, f"value {derived.result}: shape {after.values[derived.result].shape} where split "
+                                    f"{split} of the {name} at step {gemm} gives {list(derived.result_shape)}")
+    if position is not None and operation != derived.operation[1]:
+        found.step(position, f"step {position}: operation {_operation_change(before.steps[gemm].operation, operation)}"
+                             f": split {split} of the {name} rewrites only its inner_block and output_columns "
+                             f"(expected {derived.operation[1]!r})")
+
+
+def _family_of(facts: PlanFacts, group: FreeGroup) -> KernelFamily | AttentionFamily | None:
+    """The Gemm family or attention product a free group of a kernel level re-splits: the first whose left operand
+    is a member."""
+    members = set(group.members)
+    families = facts.families if group.kind == GEMM_KIND else facts.attention
+    return next((family for family in families if family.left in members), None)
+
+
+def _derived(before: Plan, after: Plan, family: KernelFamily | AttentionFamily) -> tuple[object, DerivedSplit]:
+    """The split the rewritten plan's partials (or scores) show, and what that split derives from the input."""
+    if isinstance(family, KernelFamily):
+        split = current_split(after, family)
+        return split, derive(before, family, split)
+    head_split = current_head_split(after, family)
+    return head_split, derive_attention(before, family, head_split)
+
+
+def _operation_change(old: str, new: str) -> str:
+    """How an operation's text changed: the fields of one struct that differ, else the whole text."""
+    a, b = parse_operation(old).struct, parse_operation(new).struct
+    if a is None or b is None or a.name != b.name or [k for k, _ in a.fields] != [k for k, _ in b.fields]:
+        return _change(old, new)
+    fields = [(key, format_term(x), format_term(y)) for (key, x), (_, y) in zip(a.fields, b.fields) if x != y]
+    return "; ".join(f"{key} changed from {x} to {y}" for key, x, y in fields) or _change(old, new)
+
+
+def operation_violations(before: Plan, after: Plan, scope: str, new_index: tuple[int, ...], found: Findings) -> None:
+    """Every original step keeps its operation's text, but a Gemm a free family re-splits (which that family checks):
+    no freedom level rewrites any other operation."""
+    for old, position in zip(before.steps, new_index):
+        new = after.steps[position]
+        if old is new or old.operation == new.operation or old.index in found.owned:
+            continue
+        why = ("only a Gemm family or attention product re-split by scope kernels or wider rewrites an operation, "
+               "and only its inner_block and output_columns")
+        found.step(position, f"step {position}: operation {_operation_change(old.operation, new.operation)} where "
+                             f"scope {scope} allows no change ({why})")
+
+
+def scratch_violations(facts: PlanFacts, after: Plan, new_index: tuple[int, ...], found: Findings) -> None:
+    """Every original step's scratch stays in its class (REPLAN.md level 3), and changes only where a value it
+    reads or writes changed its layout or shape (the scratch follows the shards it holds)."""
+    before = facts.plan
+    for old, position in zip(before.steps, new_index):
+        new = after.steps[position]
+        a, b = old.scratch, new.scratch
+        if old is new or (a.standard, a.interleaved) == (b.standard, b.interleaved):
+            continue
+        classes = _scratch_classes(a), _scratch_classes(b)
+        flow = facts.flow.steps[old.index]
+        if classes[1] - classes[0]:
+            found.step(position, f"step {position}: scratch {_scratch_text(b)} where the input has "
+                                 f"{_scratch_text(a)}: a step's scratch stays in its class (none where it has none)")
+        elif not _changed(before, after, (*flow.reads, *flow.writes)):
+            found.step(position, f"step {position}: scratch {_scratch_text(b)} where the input has {_scratch_text(a)}, "
+                                 "while nothing it reads or writes changed its layout (scratch follows the shards it "
+                                 "holds)")
+
+
+def _scratch_classes(scratch) -> set[str]:
+    return {name for name in ("standard", "interleaved") if getattr(scratch, name)}
+
+
+def _scratch_text(scratch) -> str:
+    return f"{scratch.standard} standard, {scratch.interleaved} interleaved"
+
+
+def elementwise_violations(facts: PlanFacts, after: Plan, group: FreeGroup, changed: list[int]) -> list[tuple[int, str]]:
+    """(value, line) for the members of an element-wise family re-tiled otherwise than REPLAN.md's level 4 allows,
+    judged by the input's family (its roles: the rewritten plan's own recognition rests on the layouts it checks):
+    orders, padding rules and classes kept, blocks kept but in an all-RowMajor family (a block dividing its own), every
+    full-shape member tiled alike, each broadcast parameter cut and placed beside them, rows whole under a row
+    reducer."""
+    members = set(group.members)
+    family = next((f for f in facts.elementwise if members.issuperset(f.members)), None)
+    if family is None:
+        return []
+    before, kernel = facts.plan, family.kernels[0]
+    why = f"the element-wise family of {kernel.operation} at step {kernel.step}"
+    free_blocks = all(before.values[m].parsed_layout.order_kind in ROW_MAJOR for m in family.members)
+    found = []
+    for m in changed:
+        problem = kept_parts_problem(before.values[m].parsed_layout, after.values[m].parsed_layout, free_blocks)
+        if problem is not None:
+            found.append((m, f"value {m} ({before.values[m].name}): {problem}, which {why} keeps"))
+    return found + unit_violations(facts, after, family, why)
+
+
+def kept_parts_problem(old: Layout, new: Layout, free_blocks: bool) -> str | None:
+    """What an element-wise re-tiling changed that it keeps: the class, the order, the axes and their padding rules,
+    and (unless `free_blocks`: a block dividing the input's) the block sizes."""
+    if new.memory_class != old.memory_class:
+        return f"class {_change(old.memory_class, new.memory_class)}"
+    if new.order != old.order:
+        return f"order {_change(format_term(old.order), format_term(new.order))}"
+    if [a.axis for a in new.axes] != [a.axis for a in old.axes]:
+        return "its tiled axes changed"
+    for a, b in zip(old.axes, new.axes):
+        if (a.padding, a.padding_groups, a.shard_padding_multiple) != (b.padding, b.padding_groups,
+                                                                       b.shard_padding_multiple):
+            return f"the padding rule of axis {a.axis.text} changed"
+        if b.block_size != a.block_size and not (free_blocks and a.block_size % b.block_size == 0):
+            return f"the block of axis {a.axis.text} {_change(a.block_size, b.block_size)}"
+        multiple = b.block_size if a.padding_multiple == a.block_size else a.padding_multiple
+        if b.padding_multiple != multiple:
+            return f"the padding multiple of axis {a.axis.text} is {b.padding_multiple}, expected {multiple}"
+    return None
+
+
+def unit_violations(facts: PlanFacts, after: Plan, family: ElementwiseFamily, why: str) -> list[tuple[int, str]]:
+    """(value, line) for a family's members, in the rewritten plan, not tiled as one unit: full-shape members tiled
+    otherwise than most of them, parameters not beside them, rows split where the input kept them whole."""
+    before, values = facts.plan, after.values
+    full = sorted(m for m, role in family.roles.items() if role is not Role.PARAMETER)
+    if not full:
+        return []
+    tilings = [dimension_tiling(tuple(values[m].shape), values[m].parsed_layout) for m in full]
+    reference = values[most_common(full, tilings)]
+    own = tilings[full.index(reference.id)]
+    found = [(m, (f"value {m} ({before.values[m].name}): not tiled as value {reference.id}, where every full-shape "
+                 f"member of {why} is tiled alike")) for m, tiling in zip(full, tilings) if tiling != own]
+    for m in family.parameters:
+        problem = broadcast_problem(tuple(values[m].shape), values[m].parsed_layout, tuple(reference.shape),
+                                    reference.parsed_layout)
+        if problem is not None:
+            found.append((m, (f"value {m} ({before.values[m].name}): a broadcast parameter of {why} not beside value "
+                             f"{reference.id}: {problem}")))
+    if family.rows_whole:
+        found += [(m, (f"value {m} ({before.values[m].name}): its rows split otherwise than the input's, where {why} "
+                      "reduces over rows")) for m in full if _row_cuts(values[m]) != _row_cuts(before.values[m])]
+    return found
+
+
+def _row_cuts(value: Value) -> tuple[int, ...]:
+    """The partitions of a value's axes over its last dimension or the flattened tensor: how its rows are cut."""
+    rank = len(value.shape)
+    return tuple(axis.partitions for axis in value.parsed_layout.axes
+                 if axis.axis.dimension(rank) in (None, rank - 1))
+
+
+def gather_violations(facts: PlanFacts, after: Plan, group: FreeGroup, gathers: tuple[Gather, ...],
+                      changed: list[int]) -> list[tuple[int, str]]:
+    """(value, line) for a parameter of the gather level (scope `program`) changed otherwise than REPLAN.md allows:
+    kept whole, it may change only its class; stored otherwise, every step that reads it (or may: a loop body's
+    parameter that stays live past its kernel) reads a copy gathered before it."""
+    members = set(group.members)
+    gathered = {gather.original_reading for gather in gathers if gather.parameter in members}
+    if not gathered:
+        return class_only_violations(facts.plan, after, changed, "scope program stores a parameter otherwise only "
+                                                                 "with a gather before every step that reads it")
+    missing = sorted(reading_steps(facts, members) - gathered)
+    if not missing:
+        return []
+    m = changed[0]
+    return [(m, (f"value {m} ({facts.plan.values[m].name}): stored in another layout, but {_named('step', missing)} "
+                "of the original, which may read it, read no copy gathered before (scope program gathers a stored "
+                "parameter before every step that reads it)"))]
+
+
+def reading_steps(facts: PlanFacts, members: set[int]) -> set[int]:
+    """The kernels of the input that read `members` or may read them (an element-wise kernel's operand the dataflow
+    does not show): movers are not kernels."""
+    steps = {s for m in members for s in facts.flow.readers.get(m, ())}
+    steps |= {kernel.step for family in facts.elementwise for kernel in family.kernels
+              if members.intersection(kernel.possible)}
+    return {s for s in steps if not facts.plan.steps[s].parsed_operation.is_mover}
 
 
 def _change(old: object, new: object) -> str:

@@ -11,14 +11,14 @@ from operator import attrgetter
 from typing import TypeVar
 
 from ipuplan.errors import IpuplanError
-from ipuplan.facts.check import check
 from ipuplan.facts.estimate import Estimate, ValueBytes, estimate
 from ipuplan.facts.liveness import Liveness, liveness
 from ipuplan.facts.plan_facts import PlanFacts, plan_facts
 from ipuplan.plan.budgets import Budgets
 from ipuplan.plan.format import Plan, Step, Value, gc_paused
 from ipuplan.plan.layout import format_layout
-from ipuplan.replan.gathers import with_gathers, without_gathers
+from ipuplan.replan.against import against
+from ipuplan.replan.gathers import with_gathers
 from ipuplan.space.types import CandidateSpace
 
 KEPT_VALUE_FIELDS = ("id", "origin", "root", "name", "group", "storage_group", "precision", "copies")
@@ -153,11 +153,14 @@ def rewrite(facts: PlanFacts, space: CandidateSpace, choice: tuple[int, ...], bu
     estimate, liveness and dataflow read layouts, shapes and live sets, never derived numbers.
     """
     with gc_paused():
-        applied, inserted = with_gathers(apply_choice(with_budgets(facts.plan, budgets), space, choice), space, choice)
+        applied, _ = with_gathers(apply_choice(with_budgets(facts.plan, budgets), space, choice), space, choice)
         inferred = plan_facts(applied)
         rewritten = replace(inferred, plan=with_derived_fields(applied, inferred.estimate))
-        problems = [str(m) for m in check(rewritten.plan, rewritten)]
-        problems += contract_violations(facts.plan, without_gathers(rewritten.plan, inserted), facts.live)
+        # the whole output contract of the run's scope, from outside the optimiser (it runs `check` too), against
+        # the run's own facts and space: a choice the space did not offer is refused here, not written
+        problems = against(facts.plan, rewritten.plan, space.scope, after_facts=rewritten, before_facts=facts,
+                           space=space)
     if problems:
-        raise IllegalRewrite(f"rewritten plan fails its checks ({len(problems)}): {problems[0]}")
+        shown = "; ".join(problems[:3]) + (f"; ... ({len(problems) - 3} more)" if len(problems) > 3 else "")
+        raise IllegalRewrite(f"rewritten plan fails its checks ({len(problems)}): {shown}")
     return rewritten

@@ -1,7 +1,7 @@
 """The reliability battery of issue 21: the cases the issue found, each run as the program (a fresh process, as a
 user runs it), and SIGINT / SIGTERM sent at many moments of every command.
 
-Run:  .venv/bin/python benchmarks/battery.py [--quick] [--only TEXT]
+Run:  .venv/bin/python benchmarks/battery.py [--quick] [--only TEXT] [--contract]
 
 Each run is judged by what a user would see, and the counts that must be 0 are printed last: tracebacks, exit
 codes 70, exit codes the case does not allow, inputs changed, partial files (a temporary left, or an output that
@@ -9,6 +9,11 @@ is not whole), orphaned processes (a child alive after its parent exited), and -
 exactly one JSON object. A disk-full case needs a small tmpfs (mount, as root); without it the case is skipped
 and says so. Apart, the first milliseconds of a process, while Python itself starts and before any line of
 ipuplan runs, are measured: a signal there gets Python's own default (the window is printed, not counted).
+
+Last, the contract battery of issue 35 (`--contract`: it alone), in this process: on every plan of models/ and in
+every scope, the rewrites `tests/test_battery_contract.py` generates (each breaking one rule of REPLAN.md, or none)
+and the optimiser's outputs, judged by `ipuplan.replan.against.against`; a table of how many were generated, how many
+illegal ones were accepted or refused by another rule, and how many legal ones were refused (0 expected).
 """
 
 from __future__ import annotations
@@ -375,12 +380,46 @@ def python_start_window(work: Path, tries: int) -> str:
     return f"{dict(kinds)}; the last signal Python itself took came {latest * 1000:.0f} ms after exec"
 
 
+CONTRACT_COLUMNS = ("illegal", "accepted", "wrong rule", "legal", "refused")
+
+
+def contract_battery() -> list[str]:
+    """Issue 35's contract battery over models/: per plan and scope, the generated rewrites and the optimiser's
+    outputs (one worker) judged by `against`, printed as a table; returns every failure (0 expected)."""
+    from test_battery_contract import SCOPES, Subject, output_rewrites, run_battery  # needs pytest: only here
+
+    from ipuplan import InfeasibleBudget, load_plan
+    from ipuplan.replan.pipeline import optimize
+
+    print("\ncontract battery (issue 35): rewrites of each plan judged by `against` in each scope")
+    print(f"  {'plan':<34} {'scope':<8} " + " ".join(f"{c:>10}" for c in CONTRACT_COLUMNS))
+    failures, started = [], time.perf_counter()
+    for path in sorted((ROOT / "models").glob("*.json")):
+        subject, outputs = Subject(load_plan(path)), {}
+        for scope in SCOPES:
+            try:
+                outputs[scope] = optimize(subject.plan, workers=1, time_limit=10, scope=scope).plan
+            except InfeasibleBudget:
+                outputs[scope] = None  # the budgets cannot be met: no output to judge
+        for scope, tally in run_battery(subject, extra=output_rewrites(outputs)).items():
+            counts = (tally.illegal, tally.illegal_accepted, tally.wrong_rule, tally.legal, tally.legal_refused)
+            print(f"  {path.name:<34} {scope:<8} " + " ".join(f"{n:>10}" for n in counts), flush=True)
+            failures += [f"{path.name}: {failure}" for failure in tally.failures]
+    print(f"  {len(failures)} failures in {time.perf_counter() - started:.0f} s")
+    for failure in failures:
+        print(f"  FAIL contract: {failure[:300]}")
+    return failures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer commands per bad plan and fewer moments")
     parser.add_argument("--only", metavar="TEXT", help="only the cases whose name holds TEXT (and no measure of "
                                                        "Python's start)")
+    parser.add_argument("--contract", action="store_true", help="only the contract battery of issue 35 (in-process)")
     arguments = parser.parse_args()
+    if arguments.contract:
+        sys.exit(1 if contract_battery() else 0)
     chosen = (lambda case: arguments.only in case.name) if arguments.only else (lambda case: True)
     tally, started = Tally(), time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ipuplan-battery-") as name:
@@ -409,7 +448,8 @@ def main() -> None:
           f"{window}")
     for failure in tally.failures:
         print(f"  FAIL {failure}")
-    sys.exit(1 if tally.failures else 0)
+    contract = [] if arguments.only else contract_battery()
+    sys.exit(1 if tally.failures or contract else 0)
 
 
 if __name__ == "__main__":

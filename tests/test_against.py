@@ -285,3 +285,19 @@ def test_check_against_json_carries_the_contract(tmp_path, gathered):
     summary = json.loads(result.stdout)
     assert result.exit_code == 1 and summary["status"] == "mismatches" and summary["scope"] == "full"
     assert summary["mismatches"] == [] and len(summary["contract"]) == 3  # two insertions, value 28 stored flat
+
+
+def test_the_optimiser_refuses_its_own_rewrite_that_breaks_the_contract(reference_plan, facts, spaces):
+    """`rewrite` runs `against` with the run's space: a class-level choice that re-tiles passes `check` (value 34,
+    a MAP-head residual, stored flat is a legal layout) and is refused by the contract, never written."""
+    from dataclasses import replace
+
+    from ipuplan.replan.rewrite import IllegalRewrite, rewrite
+
+    space = spaces["full"]
+    group = next(g for g in space.free if g.kind == "class" and g.members == (34,))
+    flat = replace(reference_plan.values[36].parsed_layout, memory_class=reference_plan.values[34].memory_class)
+    bogus = replace(group.candidates[1], layouts=(flat,))
+    broken = replace(space, free=(replace(group, candidates=(group.candidates[0], bogus)),), frozen=())
+    with pytest.raises(IllegalRewrite, match="scope: value 34 .* tiling or order changed where the classes level"):
+        rewrite(facts, broken, (1,), facts.budgets)

@@ -3,14 +3,24 @@ rewritten plan breaks it relative to the plan it was made from (`ipuplan check N
 
 Four rules, each its own lines, in this order: `structure` (the same keys, values and steps, with what they keep),
 `insertion` (the gathers only scope `program` may insert, written exactly as REPLAN.md's "Optional scope
-`program`" says), `scope` (no value the scope holds has changed its layout or class), `check` (the plan agrees
-with its own estimate). A plan that is no rewrite of the other at all gives one line per problem, never a
-traceback: a compiler engineer reads these lines, not the optimiser's.
+`program`" says), `scope` (what the scope's freedom levels allow, judged against the input: no value the scope holds
+changed its layout or class; a free group changed only as its level allows: a class-level value only its class, a
+Gemm family or attention product exactly as the split its output shows derives from the input, an element-wise family
+as one unit with its orders, padding rules and classes kept, a gathered parameter only with a gather before every
+step that may read it; a Gemm's operands and results keep their class; no operation text changes but a re-split
+Gemm's inner_block and output_columns; scratch stays in its class), `check` (the plan agrees with its own estimate
+and the layout rules one plan shows, `facts.check`). A plan that is no rewrite of the other at all gives one line per
+problem, never a traceback: a compiler engineer reads these lines, not the optimiser's.
+
+The levels are read from the candidate space of the input in the scope (`space.scopes.candidate_space`), so a
+rule is as wide as its level's module says: where REPLAN.md's words are wider (level 3 frees "every value's" class;
+level 4 "block sizes the format allows"), a rewrite the optimiser could not make is refused.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from ipuplan.facts.attention_families import AttentionFamily, current_head_split, derive_attention
 from ipuplan.facts.check import check, most_common
@@ -375,6 +385,10 @@ class Findings:
     steps: dict[int, str] = field(default_factory=dict)
     owned: set[int] = field(default_factory=set)
 
+    def about(self, values, step: int | None) -> bool:
+        """Whether a line names one of `values`, or `step`."""
+        return any(v in self.values for v in values) or (step is not None and step in self.steps)
+
     def value(self, value: int, line: str) -> None:
         self.values.setdefault(value, line)  # the first rule a value breaks says enough
 
@@ -390,17 +404,35 @@ def scope_violations(facts: PlanFacts, after: Plan, scope: str, gathers: tuple[G
     kernel family's split rewrites it, and a step's scratch only with what it writes, in its class. One line per
     value, then per step, in order: the first rule it breaks."""
     found = Findings()
+    for member, line in gathered_violations(facts.plan, gathers, space):
+        found.value(member, line)
     for member, line in frozen_violations(facts, after, scope, gathers, space):
         found.value(member, line)
     for member, line in gemm_class_violations(facts, after):
         found.value(member, line)
-    new_index = aligned.new_index
+    new_index, index = aligned.new_index, FamilyIndex(facts)
     for group in space.free:
-        free_group_violations(facts, after, group, gathers, new_index, found)
+        free_group_violations(index, after, group, gathers, new_index, found)
     if new_index is not None:  # else rule 1 says no step can be compared with its original
         operation_violations(facts.plan, after, scope, new_index, found)
         scratch_violations(facts, after, new_index, found)
     return [*(line for _, line in sorted(found.values.items())), *(line for _, line in sorted(found.steps.items()))]
+
+
+def gathered_violations(before: Plan, gathers: tuple[Gather, ...], space: CandidateSpace) -> list[tuple[int, str]]:
+    """(parameter, line) for every gather of a parameter the scope's gather level does not free (REPLAN.md: a
+    parameter only kernels read, no Gemm touching it, its storage held before each reader)."""
+    if not gathers:
+        return []
+    frozen = {m: group.reason for group in space.frozen for m in group.members}
+    kinds = {m: group.kind for group in space.free for m in group.members}
+    found = []
+    for gather in (g for g in gathers if g.parameter is not None and kinds.get(g.parameter) != GATHER_KIND):
+        p = gather.parameter
+        why = f"frozen, {frozen[p]}" if p in frozen else f"a {kinds.get(p, 'undecided')} group"
+        found.append((p, (f"value {p} ({before.values[p].name}): gathered at step {gather.step}, where scope program "
+                         f"gathers only a parameter only kernels read, no Gemm touching it ({why})")))
+    return found
 
 
 def frozen_violations(facts: PlanFacts, after: Plan, scope: str, gathers: tuple[Gather, ...],
@@ -449,20 +481,64 @@ def _changed(before: Plan, after: Plan, members, shapes: bool = True) -> list[in
     return found
 
 
-def free_group_violations(facts: PlanFacts, after: Plan, group: FreeGroup, gathers: tuple[Gather, ...],
+class FamilyIndex:
+    """The input's families by their members, each index built on first use: a scan of every family per free group is
+    quadratic in a large plan."""
+
+    def __init__(self, facts: PlanFacts) -> None:
+        self.facts = facts
+        self.consistent: set[tuple] = set()
+        """`_family_content` of the families found laid out as their split derives."""
+
+    @cached_property
+    def by_left(self) -> dict[str, dict[int, KernelFamily | AttentionFamily]]:
+        """Per kernel level's kind, its families by their left operand (the first family of the facts' order)."""
+        found: dict[str, dict[int, KernelFamily | AttentionFamily]] = {GEMM_KIND: {}, ATTENTION_KIND: {}}
+        for kind, families in ((GEMM_KIND, self.facts.families), (ATTENTION_KIND, self.facts.attention)):
+            for family in families:
+                found[kind].setdefault(family.left, family)
+        return found
+
+    @cached_property
+    def elementwise(self) -> dict[int, ElementwiseFamily]:
+        """Element-wise families by each member."""
+        return {m: family for family in reversed(self.facts.elementwise) for m in family.members}
+
+    @cached_property
+    def possible_readers(self) -> dict[int, set[int]]:
+        """Per value, the element-wise kernels that may read it although the dataflow does not show it."""
+        found: dict[int, set[int]] = {}
+        for family in self.facts.elementwise:
+            for kernel in family.kernels:
+                for value in kernel.possible:
+                    found.setdefault(value, set()).add(kernel.step)
+        return found
+
+    def family_of(self, group: FreeGroup) -> KernelFamily | AttentionFamily | None:
+        """The Gemm family or attention product a free group of a kernel level re-splits: the first (in the facts'
+        order) whose left operand is a member."""
+        by_left = self.by_left[group.kind]
+        found = [by_left[m] for m in group.members if m in by_left]
+        families = self.facts.families if group.kind == GEMM_KIND else self.facts.attention
+        order = {id(family): position for position, family in enumerate(families)} if len(found) > 1 else {}
+        return min(found, key=lambda family: order.get(id(family), 0), default=None)
+
+
+def free_group_violations(index: FamilyIndex, after: Plan, group: FreeGroup, gathers: tuple[Gather, ...],
                           new_index: tuple[int, ...] | None, found: Findings) -> None:
     """Every member of a free group changed beyond what its level allows (REPLAN.md's freedom levels): a storage value
     takes any layout the format allows, a class-level value only another class, the rest as below."""
+    facts = index.facts
     if group.kind in (GEMM_KIND, ATTENTION_KIND):
-        family_violations(facts, after, group, new_index, found)
+        family_violations(index, after, group, new_index, found)
         return
     changed = _changed(facts.plan, after, group.members)
     if not changed or group.kind == STORAGE_KIND:
         return
     if group.kind == ELEMENTWISE_KIND:
-        lines = elementwise_violations(facts, after, group, changed)
+        lines = elementwise_violations(index, after, group, changed)
     elif group.kind == GATHER_KIND:
-        lines = gather_violations(facts, after, group, gathers, changed)
+        lines = gather_violations(index, after, group, gathers, changed)
     elif group.kind == CLASS_KIND:
         lines = class_only_violations(facts.plan, after, changed, "the classes level changes only its memory class")
     else:
@@ -481,20 +557,23 @@ def class_only_violations(before: Plan, after: Plan, changed: list[int], why: st
     return found
 
 
-def family_violations(facts: PlanFacts, after: Plan, group: FreeGroup, new_index: tuple[int, ...] | None,
+def family_violations(index: FamilyIndex, after: Plan, group: FreeGroup, new_index: tuple[int, ...] | None,
                       found: Findings) -> None:
     """A Gemm family or attention product re-split: every member laid out, and the Gemm's operation written, as the
     split the rewrite's partials show derives them from the input (REPLAN.md level 2: only the split's numbers, the
     K block and the columns per shard change; class, order kind, padding and the other fields are the input's)."""
-    family = _family_of(facts, group)
+    family = index.family_of(group)
     if family is None:
         return
-    before = facts.plan
+    before = index.facts.plan
     gemm = family.gemm_step
     found.owned.add(gemm)
     position = None if new_index is None else new_index[gemm]
     operation = None if position is None else after.steps[position].operation
     if not _changed(before, after, family.members) and operation in (None, before.steps[gemm].operation):
+        return
+    key = _family_content(before, after, family, operation)
+    if key in index.consistent:
         return
     name = "Gemm family" if isinstance(family, KernelFamily) else "attention product"
     try:
@@ -516,14 +595,23 @@ def family_violations(facts: PlanFacts, after: Plan, group: FreeGroup, new_index
         found.step(position, f"step {position}: operation {_operation_change(before.steps[gemm].operation, operation)}"
                              f": split {split} of the {name} rewrites only its inner_block and output_columns "
                              f"(expected {derived.operation[1]!r})")
+    if not found.about(family.members, position):
+        index.consistent.add(key)
 
 
-def _family_of(facts: PlanFacts, group: FreeGroup) -> KernelFamily | AttentionFamily | None:
-    """The Gemm family or attention product a free group of a kernel level re-splits: the first whose left operand
-    is a member."""
-    members = set(group.members)
-    families = facts.families if group.kind == GEMM_KIND else facts.attention
-    return next((family for family in families if family.left in members), None)
+def _family_content(before: Plan, after: Plan, family: KernelFamily | AttentionFamily, operation: str | None) -> tuple:
+    """Everything `family_violations` reads of a family, by content rather than ids: its kind and axes, and per member
+    (in role order) its layout and shape in both plans, with the Gemm's operation in both. The copies of an unrolled
+    program, alike, are derived once."""
+    members = family.members
+    axes = ((family.left_axes, family.right_axes, family.partial_axes, family.sum_axes)
+            if isinstance(family, KernelFamily) else family.roles)
+    axes = tuple(tuple(sorted(a.items())) for a in axes) if isinstance(axes, tuple) else tuple(
+        axes[m] for m in members)
+    held = tuple((before.values[m].layout, tuple(before.values[m].shape), after.values[m].layout,
+                  tuple(after.values[m].shape)) for m in members)
+    return (type(family), axes, held, tuple(map(members.index, members)), before.steps[family.gemm_step].operation,
+            operation)
 
 
 def _derived(before: Plan, after: Plan, family: KernelFamily | AttentionFamily) -> tuple[object, DerivedSplit]:
@@ -585,15 +673,16 @@ def _scratch_text(scratch) -> str:
     return f"{scratch.standard} standard, {scratch.interleaved} interleaved"
 
 
-def elementwise_violations(facts: PlanFacts, after: Plan, group: FreeGroup, changed: list[int]) -> list[tuple[int, str]]:
+def elementwise_violations(index: FamilyIndex, after: Plan, group: FreeGroup,
+                           changed: list[int]) -> list[tuple[int, str]]:
     """(value, line) for the members of an element-wise family re-tiled otherwise than REPLAN.md's level 4 allows,
     judged by the input's family (its roles: the rewritten plan's own recognition rests on the layouts it checks):
     orders, padding rules and classes kept, blocks kept but in an all-RowMajor family (a block dividing its own), every
     full-shape member tiled alike, each broadcast parameter cut and placed beside them, rows whole under a row
     reducer."""
-    members = set(group.members)
-    family = next((f for f in facts.elementwise if members.issuperset(f.members)), None)
-    if family is None:
+    members, facts = set(group.members), index.facts
+    family = next((index.elementwise[m] for m in group.members if m in index.elementwise), None)
+    if family is None or not members.issuperset(family.members):
         return []
     before, kernel = facts.plan, family.kernels[0]
     why = f"the element-wise family of {kernel.operation} at step {kernel.step}"
@@ -658,17 +747,17 @@ def _row_cuts(value: Value) -> tuple[int, ...]:
                  if axis.axis.dimension(rank) in (None, rank - 1))
 
 
-def gather_violations(facts: PlanFacts, after: Plan, group: FreeGroup, gathers: tuple[Gather, ...],
+def gather_violations(index: FamilyIndex, after: Plan, group: FreeGroup, gathers: tuple[Gather, ...],
                       changed: list[int]) -> list[tuple[int, str]]:
     """(value, line) for a parameter of the gather level (scope `program`) changed otherwise than REPLAN.md allows:
     kept whole, it may change only its class; stored otherwise, every step that reads it (or may: a loop body's
     parameter that stays live past its kernel) reads a copy gathered before it."""
-    members = set(group.members)
+    members, facts = set(group.members), index.facts
     gathered = {gather.original_reading for gather in gathers if gather.parameter in members}
     if not gathered:
         return class_only_violations(facts.plan, after, changed, "scope program stores a parameter otherwise only "
                                                                  "with a gather before every step that reads it")
-    missing = sorted(reading_steps(facts, members) - gathered)
+    missing = sorted(reading_steps(index, members) - gathered)
     if not missing:
         return []
     m = changed[0]
@@ -677,12 +766,11 @@ def gather_violations(facts: PlanFacts, after: Plan, group: FreeGroup, gathers: 
                 "parameter before every step that reads it)"))]
 
 
-def reading_steps(facts: PlanFacts, members: set[int]) -> set[int]:
+def reading_steps(index: FamilyIndex, members: set[int]) -> set[int]:
     """The kernels of the input that read `members` or may read them (an element-wise kernel's operand the dataflow
     does not show): movers are not kernels."""
-    steps = {s for m in members for s in facts.flow.readers.get(m, ())}
-    steps |= {kernel.step for family in facts.elementwise for kernel in family.kernels
-              if members.intersection(kernel.possible)}
+    facts = index.facts
+    steps = {s for m in members for s in (*facts.flow.readers.get(m, ()), *index.possible_readers.get(m, ()))}
     return {s for s in steps if not facts.plan.steps[s].parsed_operation.is_mover}
 
 

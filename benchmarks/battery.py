@@ -361,6 +361,68 @@ def signal_cases() -> list[Case]:
     ]
 
 
+UNBOUNDED_SECONDS = 10.0
+"""The most a refusal of issue 35's item 4 may take, Python's start included (each is refused before any work)."""
+
+
+def unbounded_inputs(work: Path) -> Path:
+    """Issue 35, item 4's inputs, beside the work folder (a copy of it would read the FIFO, and write the sparse
+    file out whole): a FIFO nobody writes into, a sparse file one byte past the 1 GiB input limit, and the
+    reference plan on 2**20 tiles."""
+    folder = work.parent / "unbounded"
+    folder.mkdir(exist_ok=True)
+    os.mkfifo(folder / "fifo.json")
+    with open(folder / "big.json", "wb") as big:
+        big.truncate((1 << 30) + 1)
+    wide = json.loads(REFERENCE.read_text())
+    wide["tile_count"] = 1 << 20
+    (folder / "wide.json").write_text(json.dumps(wide))
+    return folder
+
+
+def unbounded_cases(folder: Path) -> list[Case]:
+    """Issue 35, item 4: nothing read or built is unbounded. A device, a FIFO with no writer and a file past the
+    input limit are refused unread; synth and every optimise run past the memory limit are refused before they
+    build anything: one line, exit 2 (explore: a failed row, 4), within UNBOUNDED_SECONDS."""
+    fifo, big, wide = (str(folder / name) for name in ("fifo.json", "big.json", "wide.json"))
+    cases = []
+    for command, extra in (("check", []), ("show", []), ("optimize", ["-o", "o.json", "--json"])):
+        cases += [
+            Case(f"{command} /dev/zero", [command, "/dev/zero", *extra], {2}, outputs=("o.json",),
+                 words=("/dev/zero: not a plan file: a character device",)),
+            Case(f"{command} a FIFO with no writer", [command, fifo, *extra], {2}, outputs=("o.json",),
+                 words=("no writer",)),
+            Case(f"{command} 1 GiB + 1 byte", [command, big, *extra], {2}, outputs=("o.json",),
+                 words=("larger than the 1 GiB input limit",)),
+        ]
+    synth = ["synth", "p.json", "-o", "s.json"]
+    return cases + [
+        Case("synth --unroll 5000 --memory-limit 1G", [*synth, "--unroll", "5000", "--memory-limit", "1G"], {2},
+             outputs=("s.json",), words=("--unroll 5000", "~880,000 values", "the limit is 1 GiB")),
+        Case("synth --layers 100000", [*synth, "--layers", "100000"], {2}, outputs=("s.json",),
+             words=("--layers 100000", "synth makes at most")),
+        Case("optimize --memory-limit 1M", ["optimize", "p.json", "-o", "o.json", "--memory-limit", "1M", "--json"],
+             {2}, outputs=("o.json",), words=("the run would need about", "--memory-limit is 1 MiB")),
+        Case("sweep --memory-limit 1M", ["sweep", "u57.json", "--memory-limit", "1M"], {2},
+             words=("10,032 values", "--memory-limit is 1 MiB")),
+        Case("explore --memory-limit 1M", ["explore", "plans", "-o", "out", "--memory-limit", "1M", "--json"], {4},
+             outputs=("out",)),
+        Case("optimize 2**20 tiles --memory-limit 2G", ["optimize", wide, "-o", "o.json", "--memory-limit", "2G"], {2},
+             outputs=("o.json",), words=("1,048,576 tiles", "--memory-limit is 2 GiB")),
+    ]
+
+
+def run_unbounded(work: Path, tally: Tally, chosen) -> None:
+    """Each case of `unbounded_cases`, judged as every case is, and failed when it took past UNBOUNDED_SECONDS."""
+    for case in filter(chosen, unbounded_cases(unbounded_inputs(work))):
+        started = time.perf_counter()
+        line = run_case(case, work, tally)
+        seconds = time.perf_counter() - started
+        if seconds > UNBOUNDED_SECONDS:
+            tally.fail("unexpected exit", case.name, f"took {seconds:.1f} s (at most {UNBOUNDED_SECONDS:g})")
+        print(f"{line}  ({seconds:.1f} s)", flush=True)
+
+
 def python_start_window(work: Path, tries: int) -> str:
     """How long after exec a signal still meets Python's own start (before ipuplan's first line): the latest moment
     at which one gave a traceback, or killed the process silently, over `tries` runs at 2 ms steps."""
@@ -433,6 +495,7 @@ def main() -> None:
                 print(f"skipped   {case.name}: cannot mount a tmpfs here (needs root)")
                 continue
             print(run_case(case, work, tally), flush=True)
+        run_unbounded(work, tally, chosen)
         moments = (0.3, 1.5) if arguments.quick else (0.1, 0.3, 0.7, 1.5, 3.0, 6.0)
         for case in filter(chosen, signal_cases()):
             for signum, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):

@@ -76,6 +76,7 @@ from pathlib import Path
 from typing import Annotated, get_args, get_origin
 
 import typer
+from pydantic import BeforeValidator
 from rich import box
 from rich.console import Console
 from rich.measure import Measurement
@@ -90,8 +91,9 @@ from ipuplan.facts.plan_facts import plan_facts
 from ipuplan.plan.format import dump_plan, load_plan
 from ipuplan.plan.outputs import WRITING, captured_file, require_outputs, write_atomically
 from ipuplan.replan.against import against
-from ipuplan.replan.options import OptimizeOptions
+from ipuplan.replan.options import OptimizeOptions, byte_size
 from ipuplan.replan.pins import read_pin_file
+from ipuplan.replan.size import RunTooLarge
 from ipuplan.report.diff import diff_lines, diff_plans
 from ipuplan.report.html import (
     explanation_html,
@@ -333,13 +335,30 @@ def _bound(field, name: str):
 
 def _option_parameter(name: str, field) -> inspect.Parameter:
     """One `OptimizeOptions` field as a typer option: its type, bounds, default and help. A tuple field is a
-    repeatable option (typer collects a list; the options model makes it a tuple again)."""
+    repeatable option (typer collects a list; the options model makes it a tuple again); a field that reads text
+    first (`--memory-limit 8G`) is parsed by the same function."""
     metavar = (field.json_schema_extra or {}).get("metavar")
-    option = typer.Option(help=field.description, min=_bound(field, "ge"), max=_bound(field, "le"), metavar=metavar)
+    reader = next((m.func for m in field.metadata if isinstance(m, BeforeValidator)), None)
+    if reader is not None:
+        option = typer.Option(help=field.description, metavar=metavar, parser=_text_reader(reader))
+    else:
+        option = typer.Option(help=field.description, min=_bound(field, "ge"), max=_bound(field, "le"), metavar=metavar)
     annotation, default = field.annotation, field.default
     if get_origin(annotation) is tuple:
         annotation, default = list[get_args(annotation)[0]], []
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[annotation, option])
+
+
+def _text_reader(reader):
+    """A typer parser from a field's reader of text: its ValueError is a usage error (exit 2)."""
+
+    def read(text: str) -> int:
+        try:
+            return reader(text)
+        except ValueError as error:
+            raise typer.BadParameter(str(error)) from None
+
+    return read
 
 
 OPTION_PARAMETERS = [_option_parameter(name, field) for name, field in OptimizeOptions.model_fields.items()]
@@ -777,6 +796,10 @@ def synth_command(
     unroll_copies: Annotated[int | None, typer.Option("--unroll", min=1, help=f"The program K times in a row (a plan of at most {MAX_VALUES:,} values).")] = None,
     budget_factor: Annotated[float | None, typer.Option(min=0.01, max=100.0, help="Scale the budgets.")] = None,
     scope: Annotated[str | None, typer.Option(help="Scope name to write into the plan.")] = None,
+    memory_limit: Annotated[int | None, typer.Option(
+        metavar="SIZE", parser=_text_reader(byte_size),
+        help="Refuse a plan whose making would need more memory (bytes, or 8G, 512M; default 75% of the "
+             "machine's).")] = None,
     force: Force = False,
 ) -> None:
     """Derive a consistent plan from a real one: more layers, unrolled copies, other budgets."""
@@ -786,9 +809,9 @@ def synth_command(
         plan = load_plan(plan_path)
         progress.phase("derive", "the plan asked for")
         if layers is not None:
-            plan = repeat_layers(plan, layers)
+            plan = _sized(repeat_layers, plan, layers, memory_limit, "--layers")
         if unroll_copies is not None:
-            plan = unroll(plan, unroll_copies)
+            plan = _sized(unroll, plan, unroll_copies, memory_limit, "--unroll")
         if budget_factor is not None:
             plan = with_budget_factor(plan, budget_factor)
         if scope is not None:
@@ -800,6 +823,14 @@ def synth_command(
         f"wrote {output}: {len(plan.values)} values, {len(plan.steps)} steps, raw peak {result.raw_peak:,}, "
         f"fits {'yes' if result.fits_budget else 'no'}"
     )
+
+
+def _sized(derive, plan, count: int, memory_limit: int | None, option: str):
+    """`derive(plan, count)`, its refusal by size naming the option that asked for it."""
+    try:
+        return derive(plan, count, memory_limit)
+    except RunTooLarge as error:
+        raise error.at(source=f"{option} {count}") from None
 
 
 @app.command("explore")

@@ -8,9 +8,13 @@ and written back, so a plan from a newer compiler survives a round trip.
 from __future__ import annotations
 
 import ctypes
+import errno
 import gc
 import json
+import os
 import re
+import select
+import stat
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -47,6 +51,18 @@ SUPPORTED_VERSIONS = (1,)
 
 MAX_DEPTH = 64
 """Deepest JSON nesting accepted. A plan nests about 8 levels; far deeper input only threatens the stack."""
+
+MAX_INPUT_BYTES = 1 << 30
+"""The most bytes a plan file may have unless `IPUPLAN_MAX_INPUT_BYTES` (or `load_plan(..., max_bytes=)`) says
+otherwise. The largest plan optimised (200,640 values, `benchmarks/scaling.py`) is about 220 MB: 1 GiB refuses only
+what is no plan (`/dev/zero`, a runaway file), before memory runs out. A load peaks at about 8x the file's size (a
+117 MB plan of 105,600 values: 950 MB), so a plan near the limit needs a large machine."""
+
+INPUT_LIMIT_VARIABLE = "IPUPLAN_MAX_INPUT_BYTES"
+
+PIPE_WAIT_SECONDS = 60.0
+"""How long a pipe (a FIFO, `/dev/stdin`) may send nothing before its read is given up: a writer that stalls
+must not hold the run forever."""
 
 Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
 Positive = Annotated[int, Field(ge=1, le=MAX_COUNT)]
@@ -473,14 +489,126 @@ def plan_from_json(text: str | bytes, source: str = "<plan>") -> Plan:
     return plan
 
 
-def load_plan(path: str | Path) -> Plan:
-    """Read a plan file."""
-    path = Path(path)
+def load_plan(path: str | Path, *, max_bytes: int | None = None) -> Plan:
+    """Read a plan file (a regular file, or a pipe such as `/dev/stdin`) of at most `max_bytes` (default
+    `input_limit()`); PlanError naming the file for anything else (`read_input`)."""
+    return plan_from_json(read_input(path, max_bytes), source=str(path))
+
+
+def parse_byte_size(text: str) -> int:
+    """Bytes from `1000`, `512M`, `8G`, `1.5GiB`: K, M, G and T are binary (1024), as `ulimit` and `docker
+    --memory` read them; ValueError for anything else."""
+    match = _BYTE_SIZE.fullmatch(str(text).strip())
+    if match is None:
+        raise ValueError(f"{text!r} is not a size (bytes, or a number with K, M, G or T: 8G, 512M)")
+    number, unit = match.groups()
+    scale = 1024 ** "BKMGT".index((unit or "B")[0].upper())
+    return int(number) * scale if number.isdigit() else int(float(number) * scale)  # exact for whole numbers
+
+
+_BYTE_SIZE = re.compile(r"(\d+(?:\.\d*)?)\s*([KMGT](?:i?B)?|B)?", re.IGNORECASE)
+
+
+def size_in_words(count: float) -> str:
+    """`1 GiB`, `1.5 MiB`, `512 bytes`: a size as a person reads it (three figures)."""
+    for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if count >= 1 << shift:
+            return f"{count / (1 << shift):.3g} {unit}"
+    return f"{int(count):,} bytes"
+
+
+def input_limit(max_bytes: int | None = None) -> int:
+    """The most bytes a plan file may have: `max_bytes`, else `IPUPLAN_MAX_INPUT_BYTES`, else MAX_INPUT_BYTES."""
+    if max_bytes is not None:
+        return max_bytes
+    text = os.environ.get(INPUT_LIMIT_VARIABLE, "").strip()
     try:
-        text = path.read_bytes()
+        return parse_byte_size(text) if text else MAX_INPUT_BYTES
+    except ValueError as error:
+        raise PlanError(str(error), source=INPUT_LIMIT_VARIABLE) from None
+
+
+def read_input(path: str | Path, max_bytes: int | None = None) -> bytes:
+    """The bytes of the plan file `path`, never more than the input limit and never waiting forever.
+
+    Opened without blocking (a FIFO's open then waits for no writer), then by what it is: a regular file is
+    refused past the limit by its size, before a byte is read, and read to at most limit + 1 bytes (a file that
+    grows, or says it is empty as /proc's do); a pipe (FIFO, `/dev/stdin`) is read to the same limit, refused
+    when nobody writes into it or it sends nothing for PIPE_WAIT_SECONDS; anything else (`/dev/zero`, a
+    terminal, a disk) is refused unread. Every refusal is a PlanError naming the file (exit 2)."""
+    limit = input_limit(max_bytes)
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as error:
         raise PlanError(f"cannot read: {error.strerror}", source=str(path)) from None
-    return plan_from_json(text, source=str(path))
+    try:
+        return _bounded_read(descriptor, limit)
+    except OSError as error:
+        raise PlanError(f"cannot read: {error.strerror}", source=str(path)) from None
+    except PlanError as error:
+        raise error.at(source=str(path)) from None
+    finally:
+        os.close(descriptor)
+
+
+def _bounded_read(descriptor: int, limit: int) -> bytes:
+    status = os.fstat(descriptor)
+    if stat.S_ISDIR(status.st_mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))  # the message it always had
+    if stat.S_ISFIFO(status.st_mode):
+        return _pipe_bytes(descriptor, limit)
+    if not stat.S_ISREG(status.st_mode):
+        kind = "a character device" if stat.S_ISCHR(status.st_mode) else "a block device" if stat.S_ISBLK(
+            status.st_mode) else "not a regular file"
+        raise PlanError(f"not a plan file: {kind} (ipuplan reads regular files and pipes)")
+    if status.st_size > limit:
+        raise _too_large(limit)
+    os.set_blocking(descriptor, True)  # O_NONBLOCK was for the open; a network file system may honour it on reads
+    return _file_bytes(descriptor, status.st_size, limit)
+
+
+def _too_large(limit: int) -> PlanError:
+    return PlanError(f"larger than the {size_in_words(limit)} input limit (set {INPUT_LIMIT_VARIABLE} to read more)")
+
+
+_CHUNK = 1 << 20
+
+
+def _file_bytes(descriptor: int, size: int, limit: int) -> bytes:
+    """At most limit + 1 bytes: the size the file reported in one read (one copy in memory, as `read_bytes`),
+    then whatever it grew by, a chunk at a time."""
+    chunks, total, want = [], 0, size + 1
+    while total <= limit:
+        chunk = os.read(descriptor, min(want, limit + 1 - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total, want = total + len(chunk), _CHUNK
+    if total > limit:
+        raise _too_large(limit)
+    return b"".join(chunks)
+
+
+def _pipe_bytes(descriptor: int, limit: int) -> bytes:
+    """A pipe's bytes to its end (at most limit + 1), waiting at most PIPE_WAIT_SECONDS for each chunk."""
+    chunks, total, waiting = [], 0, select.poll()
+    waiting.register(descriptor, select.POLLIN)
+    while total <= limit:
+        try:
+            chunk = os.read(descriptor, min(_CHUNK, limit + 1 - total))
+        except BlockingIOError:  # a writer, nothing sent yet
+            if not waiting.poll(PIPE_WAIT_SECONDS * 1000):
+                raise PlanError(f"the pipe sent nothing for {PIPE_WAIT_SECONDS:g} s (its writer stalled)") from None
+            continue
+        if not chunk:  # the end; read at once from a FIFO means no process had it open for writing
+            if not chunks:
+                raise PlanError("nothing to read: the pipe has no writer, or its writer sent nothing")
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    if total > limit:
+        raise _too_large(limit)
+    return b"".join(chunks)
 
 
 def dump_plan(plan: Plan) -> str:

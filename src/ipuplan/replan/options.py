@@ -11,12 +11,12 @@ from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
-from ipuplan.errors import IpuplanError
+from ipuplan.errors import IpuplanError, PlanError
 from ipuplan.model.objective import Objective
 from ipuplan.plan.budgets import Budgets
-from ipuplan.plan.format import MAX_BYTES, Plan
+from ipuplan.plan.format import MAX_BYTES, Plan, parse_byte_size, read_input
 from ipuplan.solvers import Backend, SolverSettings
 from ipuplan.space.scopes import Scope, scopes_in_words
 
@@ -40,6 +40,16 @@ class ExactExchange(str, Enum):
 EXACT_AUTO_CANDIDATES = 20_000
 """The most candidates (that can meet the peak) `auto` prices pairwise: the reference plan has 827, a 10,032-value
 plan 51,585, whose pricing and solve took 12 s of a 36 s run (issue 20's targets)."""
+
+
+def byte_size(value: object) -> object:
+    """A size given as text (`8G`, `512M`, `1000`) in bytes, at least 1; numbers pass to the field's own checks."""
+    if not isinstance(value, str):
+        return value
+    size = parse_byte_size(value)
+    if size < 1:
+        raise ValueError(f"{value!r} is no size to run in (at least 1 byte)")
+    return size
 
 
 class OptimizeOptions(BaseModel):
@@ -81,6 +91,10 @@ class OptimizeOptions(BaseModel):
         json_schema_extra={"metavar": "NAME_GLOB"})] = ()
     pin_file: Annotated[Path | None, Field(
         description='JSON pins: {"name glob": "layout" | "class", ...}; pinned values keep their layout.')] = None
+    memory_limit: Annotated[Annotated[int, Field(ge=1)] | None, BeforeValidator(byte_size), Field(
+        description="Refuse a run whose estimated memory passes this (bytes, or 8G, 512M; default 75% of the "
+                          "machine's memory or of its cgroup's limit), before its heavy stages.",
+        json_schema_extra={"metavar": "SIZE"})] = None
 
     @field_validator("solver", mode="before")
     @classmethod
@@ -110,12 +124,12 @@ class OptimizeOptions(BaseModel):
                               self.objective)
 
     def fingerprint(self) -> dict:
-        """Every setting that can change the output bytes (the worker count switches determinism), and the
-        pin file's bytes (by sha256: an edited pin file is another setting)."""
-        settings = self.model_dump(mode="json")
+        """Every setting that can change the output bytes (the worker count switches determinism; not the memory
+        limit), and the pin file's bytes (by sha256: an edited pin file is another setting)."""
+        settings = self.model_dump(mode="json", exclude={"memory_limit"})  # it refuses runs, never changes one
         if self.pin_file is not None:
-            try:
-                settings["pin_file_sha256"] = hashlib.sha256(self.pin_file.read_bytes()).hexdigest()
-            except OSError:
+            try:  # read as a plan is, bounded: a pin file named /dev/zero or a FIFO must not hold the run
+                settings["pin_file_sha256"] = hashlib.sha256(read_input(self.pin_file)).hexdigest()
+            except PlanError:
                 settings["pin_file_sha256"] = None
         return settings

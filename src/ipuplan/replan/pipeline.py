@@ -24,12 +24,13 @@ from ipuplan.model.exact import ExactProblem, exact_problem
 from ipuplan.model.objective import Objective
 from ipuplan.model.problem import Problem, alive_within, solution_fingerprint
 from ipuplan.plan.budgets import Budgets, Limit, excess
-from ipuplan.plan.format import Plan
+from ipuplan.plan.format import Plan, size_in_words
 from ipuplan.replan.explain import Explanation, explain
 from ipuplan.replan.gathers import InsertedGather, inserted_gathers
 from ipuplan.replan.options import EXACT_AUTO_CANDIDATES, ExactExchange, OptimizeOptions
 from ipuplan.replan.pins import Pins, resolve_pins
 from ipuplan.replan.rewrite import rewrite, with_budgets, with_derived_fields
+from ipuplan.replan.size import limit_in_words, require_run_fits
 from ipuplan.solvers import Progress, SolveResult, SolverSettings, SolveStatus, solve, solve_soft, solve_space
 from ipuplan.space.scopes import candidate_space
 from ipuplan.space.types import CandidateSpace, FrozenGroup
@@ -58,8 +59,11 @@ def _silent(name: str, detail: str) -> None:
 
 def prepare(plan: Plan, options: OptimizeOptions, on_phase: Phase = _silent) -> Prepared:
     """Facts, pins, candidate space and problem of `plan` under `options`; PlanError (exit 2) for a plan whose
-    layouts, families or scratch break the format's rules, or pins that name nothing."""
-    on_phase("analyse", f"{len(plan.values):,} values, {len(plan.steps):,} steps")
+    layouts, families or scratch break the format's rules, or pins that name nothing, or a run whose estimated memory
+    passes `options.memory_limit` (`RunTooLarge`, told before any heavy stage)."""
+    size = require_run_fits(plan, options)
+    on_phase("analyse", f"{size.values:,} values, {size.steps:,} steps, memory up to about "
+                        f"{size_in_words(size.bytes)} (limit {limit_in_words(options.memory_limit)})")
     facts = plan_facts(plan, options.budgets_for(plan))
     require_structurally_consistent(facts)
     pins = resolve_pins(plan, options.freeze, options.pin_file)

@@ -6,6 +6,10 @@ Every plan made here goes through `with_derived_fields`, so `ipuplan check` pass
 - `unroll`: the whole program K times in a row, each copy with its own values, the next copy's
   parameters streamed in while the previous copy runs (so neighbouring copies compete for memory);
 - `with_budget_factor`: the same plan under tighter (or looser) budgets.
+
+Before a plan is built, its counts (values, steps, live entries) are worked out from the input, and a plan past
+MAX_VALUES or past the memory limit (`replan.size.require_synth_fits`: the machine's by default) is refused in one
+line (`RunTooLarge`, exit 2): synth never starts what it cannot finish.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from ipuplan.facts.estimate import Budgets
 from ipuplan.facts.liveness import liveness
 from ipuplan.plan.format import Plan, Value
 from ipuplan.replan.rewrite import with_budgets, with_derived_fields
+from ipuplan.replan.size import RunTooLarge, require_synth_fits
 
 _REPEAT = re.compile(r"^Repeat (\d+) boundary$")
 
@@ -29,7 +34,9 @@ MAX_VALUES = 1_000_000
 
 def _within_size(values: int, request: str) -> None:
     if values > MAX_VALUES:
-        raise PlanError(f"{request} would make a plan of {values:,} values; synth makes at most {MAX_VALUES:,}")
+        raise RunTooLarge(f"{request} would make a plan of {values:,} values; synth makes at most {MAX_VALUES:,}")
+
+
 _OPERATION = re.compile(rf"^{INTERMEDIATE_PREFIX}(\d+)(.*)$")
 
 
@@ -37,8 +44,9 @@ def _replace_timeline(plan: Plan, values: list[Value], steps: list) -> Plan:
     return plan.model_copy(update={"timeline": plan.timeline.model_copy(update={"values": values, "steps": steps})})
 
 
-def repeat_layers(plan: Plan, layers: int) -> Plan:
-    """The plan with its repeated block run `layers` times, one set of parameters per layer."""
+def repeat_layers(plan: Plan, layers: int, memory_limit: int | None = None) -> Plan:
+    """The plan with its repeated block run `layers` times, one set of parameters per layer; RunTooLarge when it
+    would pass MAX_VALUES or `memory_limit` (default: the machine's, `replan.size.memory_limit`)."""
     repeats = [(s.index, int(m.group(1))) for s in plan.steps if (m := _REPEAT.match(s.operation))]
     if len(repeats) != 1:
         raise PlanError(f"expected one `Repeat N boundary` step to repeat layers, found {len(repeats)}")
@@ -53,6 +61,7 @@ def repeat_layers(plan: Plan, layers: int) -> Plan:
     layered = [members for members in flow.bindings.values()
                if members and set(members) <= inputs and len(members) == current]
     _within_size(len(values) + len(layered) * (layers - current), f"{layers} layers")
+    _layers_within_memory(plan, [members[-1] for members in layered], layers - current, layers, memory_limit)
     for members in layered:
         last = values[members[-1]]
         for layer in range(current, layers):
@@ -76,6 +85,24 @@ def repeat_layers(plan: Plan, layers: int) -> Plan:
     return with_derived_fields(_replace_timeline(plan, values, steps))
 
 
+def _layers_within_memory(plan: Plan, lasts: list[int], added: int, layers: int, limit: int | None) -> None:
+    """Each new layer's parameter is live wherever its last layer's is."""
+    holding = dict.fromkeys(lasts, 0)
+    for step in plan.steps:
+        for value_id in step.live:
+            if value_id in holding:
+                holding[value_id] += 1
+    live = sum(len(step.live) for step in plan.steps) + added * sum(holding.values())
+    require_synth_fits(f"{layers} layers", len(plan.values) + added * len(lasts), len(plan.steps), live, limit)
+
+
+def _unrolled_within_memory(plan: Plan, copies: int, streamed: int, limit: int | None) -> None:
+    """Each copy has the plan's values, steps and live entries, and all but the first the `streamed` entries of its
+    parameters arriving early."""
+    live = copies * sum(len(step.live) for step in plan.steps) + (copies - 1) * streamed
+    require_synth_fits(f"{copies} unrolled copies", copies * len(plan.values), copies * len(plan.steps), live, limit)
+
+
 def _renamed(text: str, copy: int, source_shift: int) -> str:
     if copy == 0:
         return text
@@ -85,8 +112,9 @@ def _renamed(text: str, copy: int, source_shift: int) -> str:
     return f"u{copy}.{text}"
 
 
-def unroll(plan: Plan, copies: int) -> Plan:
-    """The program `copies` times in a row; copy c's parameters arrive during copy c-1's tail."""
+def unroll(plan: Plan, copies: int, memory_limit: int | None = None) -> Plan:
+    """The program `copies` times in a row; copy c's parameters arrive during copy c-1's tail. RunTooLarge when it
+    would pass MAX_VALUES or `memory_limit` (default: the machine's, `replan.size.memory_limit`)."""
     if copies < 1:
         raise PlanError("copies must be at least 1")
     _within_size(copies * len(plan.values), f"{copies} unrolled copies")
@@ -97,6 +125,7 @@ def unroll(plan: Plan, copies: int) -> Plan:
     inputs = set(dataflow(plan).inputs)
     first = liveness(plan).first
     arrival = max((s.index + 1 for s in plan.steps if _REPEAT.match(s.operation)), default=0)
+    _unrolled_within_memory(plan, copies, sum(max(0, length - arrival + first[v]) for v in inputs), memory_limit)
     values = []
     for copy in range(copies):
         shift = copy * count

@@ -304,16 +304,14 @@ def _family_layout_mismatches(plan: Plan, family: ElementwiseFamily, group_of: l
     them. A member is excused when another value of its storage group in another layout group follows the rule: scope
     `program` stores a parameter sharded and its kernel reads the copy gathered beside the activation."""
     values = plan.values
-    full = [m for m, role in family.roles.items() if role is not Role.PARAMETER]
+    full = sorted(m for m, role in family.roles.items() if role is not Role.PARAMETER)
     if not full:
         return []
     tilings = [_tiling(tuple(values[m].shape), values[m].layout) for m in full]
-    reference = values[most_common(sorted(full), [tilings[full.index(m)] for m in sorted(full)])]
-    shape = tuple(reference.shape)
-    problems: dict[int, str] = {}
-    for m, tiling in zip(full, tilings):
-        if tiling != tilings[full.index(reference.id)]:
-            problems[m] = f"not tiled as value {reference.id} (every full-shape member is tiled alike)"
+    reference = values[most_common(full, tilings)]
+    shape, own = tuple(reference.shape), _tiling(tuple(reference.shape), reference.layout)
+    problems = {m: f"not tiled as value {reference.id} (every full-shape member is tiled alike)"
+                for m, tiling in zip(full, tilings) if tiling != own}
     reduced = {v for kernel in family.kernels if kernel.reduces_rows for v in (*kernel.operands, *kernel.possible)}
     for m in (m for m in family.parameters if m not in reduced):  # a row reducer's: `_row_mismatches` says it
         problem = _beside_problem(tuple(values[m].shape), values[m].layout, shape, reference.layout)

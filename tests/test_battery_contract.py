@@ -587,38 +587,48 @@ def _issue_case(change: str) -> Plan:
 
 
 @pytest.mark.parametrize(("change", "scope", "line"), [
-    ("value 4 flat", "full", "check: value 4 (vit.encoder.layer0.attention_norm.scale): layout: laid out otherwise "
-     "than value 5: a body argument and the values of its group 'vit.encoder.attention_norm.scale' share one layout"),
-    ("weight 20 in the other class", "storage", "check: value 20 (vit.encoder.layer0.mlp.up.weight): layout: laid out "
+    ("value 4 flat", "full", ("check: value 4 (vit.encoder.layer0.attention_norm.scale): layout: laid out otherwise "
+     "than value 5: a body argument and the values of its group 'vit.encoder.attention_norm.scale' share one layout")),
+    ("weight 20 in the other class", "storage", ("check: value 20 (vit.encoder.layer0.mlp.up.weight): layout: laid out "
      "otherwise than value 21: a body argument and the values of its group 'vit.encoder.mlp.up.weight' share one "
-     "layout"),
-    ("value 67 on 729 tiles", "full", "check: value 67 (operation 5 result 0): layout: laid out otherwise than value "
-     "66: in-place aliases of one storage (root 66) share one layout"),
-    ("bias 2 one replica short", "full", "check: value 2 (vit.embedding.bias): element-wise family: Add at step 5: a "
-     "broadcast parameter not beside value 3: 728 replicas where its activation has 729 groups"),
-    ("LayerNorm 63 split over N", "full", "check: value 98 (operation 24 result 0): row-reducing kernel: LayerNorm at "
-     "step 63 reduces over rows: its rows are split (FromEnd(1) in 2 partitions)"),
-    ("scale 28 sharded", "full", "check: value 28 (vit.encoder.final_norm.scale): row-reducing kernel: LayerNorm at "
+     "layout")),
+    ("value 67 on 729 tiles", "full", ("check: value 67 (operation 5 result 0): layout: laid out otherwise than value "
+     "66: in-place aliases of one storage (root 66) share one layout")),
+    ("bias 2 one replica short", "full", ("check: value 2 (vit.embedding.bias): element-wise family: Add at step 5: a "
+     "broadcast parameter not beside value 3: 728 replicas where its activation has 729 groups")),
+    ("LayerNorm 63 split over N", "full", ("check: value 98 (operation 24 result 0): row-reducing kernel: LayerNorm at "
+     "step 63 reduces over rows: its rows are split (FromEnd(1) in 2 partitions)")),
+    ("scale 28 sharded", "full", ("check: value 28 (vit.encoder.final_norm.scale): row-reducing kernel: LayerNorm at "
      "step 63 reduces over rows: a broadcast parameter sharded (FromStart(2) in 2 partitions), where it stays whole on "
-     "every tile holding a row"),
-    ("scale 28 on 700 tiles", "full", "check: value 28 (vit.encoder.final_norm.scale): row-reducing kernel: LayerNorm "
+     "every tile holding a row")),
+    ("scale 28 on 700 tiles", "full", ("check: value 28 (vit.encoder.final_norm.scale): row-reducing kernel: LayerNorm "
      "at step 63 reduces over rows: a broadcast parameter not whole beside value 98: 700 replicas where its "
-     "activation has 729 groups"),
-    ("accumulate of step 12", "storage", "scope: step 12: operation accumulate changed from F16 to F32 where scope "
+     "activation has 729 groups")),
+    ("accumulate of step 12", "storage", ("scope: step 12: operation accumulate changed from F16 to F32 where scope "
      "storage allows no change (only a Gemm family or attention product re-split by scope kernels or wider rewrites "
-     "an operation, and only its inner_block and output_columns)"),
-    ("accumulate of step 12", "kernels", "scope: step 12: operation accumulate changed from F16 to F32: split (pK=4, "
+     "an operation, and only its inner_block and output_columns)")),
+    ("accumulate of step 12", "kernels", ("scope: step 12: operation accumulate changed from F16 to F32: split (pK=4, "
      "pM=10, pN=36) of the Gemm family rewrites only its inner_block and output_columns (expected 'Gemm { multiply: "
      "F8F143 { scale_exponent: -4 }, accumulate: F16, mode: Initialize, weights: Standard, inner_block: 288, "
-     "output_columns: 96 }')"),
-    ("value 1 in the other class", "full", "scope: value 1 (vit.embedding.weight): class changed from "
-     "'Ipu21Standard' to 'Ipu21Interleaved': an operand or result of the Gemm at step 2 keeps its class"),
-    ("softmax operand 143 re-tiled", "full", "scope: value 143 (operation 12 result 0): tiling or order changed where "
-     "the classes level changes only its memory class"),
-    ("column block of value 134", "kernels", "scope: value 134 (operation 0 result 0): not laid out as split (pK=4, "
+     "output_columns: 96 }')")),
+    ("value 1 in the other class", "full", ("scope: value 1 (vit.embedding.weight): class changed from "
+     "'Ipu21Standard' to 'Ipu21Interleaved': an operand or result of the Gemm at step 2 keeps its class")),
+    ("softmax operand 143 re-tiled", "full", ("scope: value 143 (operation 12 result 0): tiling or order changed where "
+     "the classes level changes only its memory class")),
+    ("column block of value 134", "kernels", ("scope: value 134 (operation 0 result 0): not laid out as split (pK=4, "
      "pM=8, pN=46) of the Gemm family at step 2 lays it out from the input (its class, order, padding and untouched "
-     "numbers kept)"),
+     "numbers kept)")),
 ])
 def test_the_issues_rewrites_are_refused_by_the_rule_they_break(reference_plan, change, scope, line):
     """Issue 35: each was accepted, the first seven by `check` (visible in one plan), the rest by `against`."""
     assert line in against(reference_plan, _issue_case(change), scope)
+
+
+def test_an_input_that_breaks_a_layout_rule_is_refused_before_any_work(reference_plan):
+    """The rules `check` gained are rules of the plan, as a Gemm family's are: `optimize` refuses such an input
+    (exit 2) rather than freeze what breaks them and write a plan that breaks them too."""
+    from ipuplan.errors import PlanError
+
+    with pytest.raises(PlanError, match=r"input plan is inconsistent: value 67 \(operation 5 result 0\): layout: laid "
+                                        "out otherwise than value 66"):
+        optimize(_issue_case("value 67 on 729 tiles"), workers=1, time_limit=5)

@@ -100,10 +100,22 @@ def test_an_unknown_layout_order_is_kept_verbatim_and_frozen(reference_plan):
     assert check(result.plan) == []
 
 
+QKV_WEIGHTS = (8, 9, 51)
+"""Layer 0's and layer 1's qkv weights and their body argument: one layout group, which `check` requires to share
+one layout (a plan changing one of them alone is malformed, refused)."""
+
+
+def with_group_layout(plan, members, layout):
+    for member in members:
+        plan = with_value(plan, member, layout=layout)
+    return plan
+
+
 def test_an_unknown_padding_is_kept_verbatim_and_frozen(reference_plan):
     layout = reference_plan.values[8].layout.replace("padding: Zero", "padding: Mirror", 1)
-    result = optimize(with_value(reference_plan, 8, layout=layout), workers=1, time_limit=5, scope="storage")
-    assert result.plan.values[8].layout == layout
+    mutated = with_group_layout(reference_plan, QKV_WEIGHTS, layout)
+    result = optimize(mutated, workers=1, time_limit=5, scope="storage")
+    assert all(result.plan.values[m].layout == layout for m in QKV_WEIGHTS)
     assert next(g.reason for g in result.frozen if 8 in g.members).kind is Freeze.UNKNOWN_LAYOUT
 
 
@@ -245,9 +257,9 @@ def test_usage_errors_are_one_line(tmp_path):
 
 def test_an_order_without_its_block_fields_is_no_crash(reference_plan):
     # found by the fuzz: `BlockMajor(Matrix { column_block: 16 })` lacks the row_block a re-split rewrites
-    for value in (8, 146):
-        layout = reference_plan.values[value].layout
+    for members in (QKV_WEIGHTS, (146,)):
+        layout = reference_plan.values[members[0]].layout
         start = layout.index("row_block")
         damaged = layout[:start] + layout[layout.index("column_block"):]
-        result = optimize(with_value(reference_plan, value, layout=damaged), workers=1, time_limit=5)
+        result = optimize(with_group_layout(reference_plan, members, damaged), workers=1, time_limit=5)
         assert check(result.plan) == [] and result.after.raw_peak <= result.before.raw_peak

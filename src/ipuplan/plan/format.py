@@ -16,14 +16,15 @@ import re
 import select
 import stat
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from functools import lru_cache
 from math import prod
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar, NoReturn, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from ipuplan.errors import PlanError, SyntaxProblem
 from ipuplan.plan.layout import GRANULE, Layout, element_size, parse_layout, round_up
@@ -70,8 +71,42 @@ Bytes = Annotated[int, Field(ge=0, le=MAX_BYTES)]
 Dimension = Annotated[int, Field(ge=1, le=MAX_ELEMENTS)]
 
 
+class FrozenList(list):
+    """A list that refuses every change: the live sets, shapes, values and steps of a plan (issue 35).
+
+    A list rather than a tuple, so that it still equals the lists ipuplan and its callers build and compare with
+    (`step.live == [3, 5]`) and is written back as the same JSON. A changed plan is a copy: `model_copy(update=...)`."""
+
+    __slots__ = ()
+
+    def _refused(self, *args: object, **kwargs: object) -> NoReturn:
+        raise TypeError("a plan cannot be changed in place: build a changed copy with model_copy(update=...)")
+
+    append = extend = insert = pop = remove = clear = sort = reverse = _refused
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refused
+
+    def __reduce__(self) -> tuple[type, tuple[list]]:
+        # pickle and deepcopy would otherwise rebuild it by appending, which it refuses
+        return type(self), (list(self),)
+
+
+def _frozen_list(items: list | tuple) -> FrozenList:
+    return items if type(items) is FrozenList else FrozenList(items)
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, strict=True, extra="allow", populate_by_name=True)
+
+    _list_fields: ClassVar[frozenset[str]] = frozenset()
+    """The fields that hold a FrozenList: validation freezes them, `model_copy` too."""
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy with `update` applied. model_copy does not validate, so the lists it is given for the list fields
+        are frozen here, as validation freezes them: no caller keeps a handle that changes the copy."""
+        if update and not self._list_fields.isdisjoint(update):
+            update = {key: _frozen_list(item) if key in self._list_fields and isinstance(item, (list, tuple)) else item
+                      for key, item in update.items()}
+        return BaseModel.model_copy(self, update=update, deep=deep)  # not super(): 200,000 calls at 50k values
 
 
 class ClassBytes(_Frozen):
@@ -93,7 +128,7 @@ class Value(_Frozen):
     root: Count
     name: str
     group: str
-    shape: list[Dimension]
+    shape: Annotated[list[Dimension], AfterValidator(FrozenList)]
     precision: str
     layout: str
     layout_error: str | None
@@ -103,6 +138,8 @@ class Value(_Frozen):
     aligned_bytes: Bytes
     copies: Positive
     bytes: Bytes
+
+    _list_fields: ClassVar[frozenset[str]] = frozenset({"shape"})
 
     @property
     def parsed_layout(self) -> Layout:
@@ -122,9 +159,11 @@ class Step(_Frozen):
     source: Count
     operation: str
     execution_count: Positive
-    live: list[Count]
+    live: Annotated[list[Count], AfterValidator(FrozenList)]
     scratch: ClassBytes
     usage: ClassBytes
+
+    _list_fields: ClassVar[frozenset[str]] = frozenset({"live"})
 
     @property
     def parsed_operation(self) -> Operation:
@@ -132,8 +171,10 @@ class Step(_Frozen):
 
 
 class Timeline(_Frozen):
-    values: Annotated[list[Value], Field(min_length=1)]
-    steps: Annotated[list[Step], Field(min_length=1)]
+    values: Annotated[list[Value], Field(min_length=1), AfterValidator(FrozenList)]
+    steps: Annotated[list[Step], Field(min_length=1), AfterValidator(FrozenList)]
+
+    _list_fields: ClassVar[frozenset[str]] = frozenset({"values", "steps"})
 
 
 class Plan(_Frozen):
@@ -163,6 +204,74 @@ class Plan(_Frozen):
     def steps(self) -> list[Step]:
         return self.timeline.steps
 
+    def snapshot(self) -> Plan:
+        """This plan as a run may read it while its caller goes on: itself when its lists are frozen (loading,
+        validation and `model_copy` freeze them), else a copy whose lists are (`model_construct` does not).
+
+        PlanError when a live set names a value the plan does not have: `model_copy` does not validate, and a run
+        would index past the values (IndexError), or with a negative id read another value without a word."""
+        plan = self if self._lists_frozen() else self._refrozen()
+        problem = plan._unknown_live_id()
+        if problem is not None:
+            raise problem
+        return plan
+
+    def _lists_frozen(self) -> bool:
+        timeline = self.timeline
+        return (type(timeline.values) is FrozenList and type(timeline.steps) is FrozenList
+                and all(type(value.shape) is FrozenList for value in timeline.values)
+                and all(type(step.live) is FrozenList for step in timeline.steps))
+
+    def _refrozen(self) -> Plan:
+        """A copy whose lists are frozen (`model_copy` freezes the lists it is given)."""
+        values = [value.model_copy(update={"shape": value.shape}) for value in self.timeline.values]
+        steps = [step.model_copy(update={"live": step.live}) for step in self.timeline.steps]
+        return self.model_copy(update={"timeline": self.timeline.model_copy(update={"values": values, "steps": steps})})
+
+    def _unknown_live_id(self) -> PlanError | None:
+        """The error naming the first live id that is no value's (negative, past the last, or a string), or None."""
+        count = len(self.timeline.values)
+        for position, step in enumerate(self.timeline.steps):
+            try:  # two passes in C per step (45 ms at 50k values), where a walk per id would take 100
+                fine = not step.live or (min(step.live) >= 0 and max(step.live) < count)
+            except TypeError:  # a string among the ids
+                fine = False
+            if not fine:
+                slot = next(slot for slot, value_id in enumerate(step.live)
+                            if not isinstance(value_id, int) or not 0 <= value_id < count)
+                return PlanError(f"value id {step.live[slot]!r} does not exist (plan has {count} values)",
+                                 location=f"timeline.steps[{position}].live[{slot}]")
+        return None
+
+
+class _Runs:
+    """The open `gc_run` scopes. Threads may overlap them, and the collector is one for the whole process."""
+
+    lock = threading.Lock()
+    open = 0
+    freezing = False
+    """Whether pauses freeze what they built: nothing was frozen when the first scope opened (else unfreezing at
+    the end would thaw what the caller froze)."""
+
+
+@contextmanager
+def gc_run() -> Iterator[None]:
+    """One run of the optimiser (`optimize`): within it, what each outermost `gc_paused` leaves is frozen,
+    so that no collection walks the plan, its facts and its space again (0.4 s each time at 50,160 values, about
+    once a run); leaving the last open scope unfreezes it all, so the freeze count is what it was before (issue 35:
+    a freeze left in place kept every garbage cycle for good, 2 MB an `optimize` call)."""
+    with _Runs.lock:
+        if _Runs.open == 0:
+            _Runs.freezing = gc.get_freeze_count() == 0
+        _Runs.open += 1
+    try:
+        yield
+    finally:
+        with _Runs.lock:
+            _Runs.open -= 1
+            if _Runs.open == 0 and _Runs.freezing:
+                gc.unfreeze()  # into the oldest generation, not counted as new there: no full collection is due
+
 
 @contextmanager
 def gc_paused() -> Iterator[None]:
@@ -172,19 +281,35 @@ def gc_paused() -> Iterator[None]:
     every few hundred allocations it walks the young ones, and now and then every object alive:
     about half the time of loading or dumping a large plan, for no garbage at all.
 
-    Leaving the outermost pause, what was built is moved out of the collector's sight (`gc.freeze`):
-    else its first young collection walks all of it, and each later full one walks it again (2.8 s
-    of a 50,160-value optimize). Frozen objects are still freed by reference counting; only a
-    cycle already garbage then stays until `gc.unfreeze`.
+    Leaving the outermost pause, what was built is set aside unwalked (`_set_aside`): else the next
+    young collections walk all of it, once per generation, and later full ones again (2.8 s of a
+    50,160-value optimize, issue 20). Entering it, the young generations (a few thousand objects)
+    are collected first, so that young garbage, such as the cycles of a CP-SAT model just solved,
+    is not set aside with it to wait for a rare full collection (issue 35).
     """
     enabled = gc.isenabled()
+    if enabled:
+        gc.collect(1)
     gc.disable()
     try:
         yield
     finally:
         if enabled:
-            gc.freeze()
+            _set_aside()
             gc.enable()
+
+
+def _set_aside() -> None:
+    """Move every object the collector tracks out of its young generations without walking it: within a `gc_run`,
+    frozen until the run ends; outside one, straight to the oldest generation, where `gc.unfreeze()` puts what
+    `gc.freeze()` froze without counting it as new, so that no full collection falls due for it. Nothing stays
+    frozen: a caller's own frozen objects are left as they are, and then nothing is moved."""
+    with _Runs.lock:
+        if _Runs.open and _Runs.freezing:
+            gc.freeze()
+        elif gc.get_freeze_count() == 0:
+            gc.freeze()
+            gc.unfreeze()
 
 
 def _location(loc: tuple[Any, ...]) -> str:

@@ -24,10 +24,10 @@ from ipuplan.model.exact import ExactProblem, exact_problem
 from ipuplan.model.objective import Objective
 from ipuplan.model.problem import Problem, alive_within, solution_fingerprint
 from ipuplan.plan.budgets import Budgets, Limit, excess
-from ipuplan.plan.format import Plan, size_in_words
+from ipuplan.plan.format import Plan, gc_run, size_in_words
 from ipuplan.replan.explain import Explanation, explain
 from ipuplan.replan.gathers import InsertedGather, inserted_gathers
-from ipuplan.replan.options import EXACT_AUTO_CANDIDATES, ExactExchange, OptimizeOptions
+from ipuplan.replan.options import EXACT_AUTO_CANDIDATES, BadOption, ExactExchange, OptimizeOptions
 from ipuplan.replan.pins import Pins, resolve_pins
 from ipuplan.replan.rewrite import rewrite, with_budgets, with_derived_fields
 from ipuplan.replan.size import limit_in_words, require_run_fits
@@ -278,6 +278,27 @@ def _result_facts(prepared: Prepared, solved: SolveResult, exact: ExactProblem |
     return replace(facts, plan=unchanged), note
 
 
+def own_plan(plan: object, caller: str) -> Plan:
+    """The plan a run of `caller` reads: `plan`'s snapshot (frozen lists, live ids checked: `Plan.snapshot`), so
+    that nothing its caller does meanwhile changes the run; TypeError, in one line, for anything but a Plan."""
+    if not isinstance(plan, Plan):
+        raise TypeError(f"{caller}: plan must be an ipuplan Plan (use ipuplan.load_plan(path)), "
+                        f"got {type(plan).__name__}")
+    return plan.snapshot()
+
+
+def chosen_options(options: object, option_values: dict, caller: str) -> OptimizeOptions:
+    """`options` (default ones for None) with `option_values` applied; TypeError for options that are not an
+    OptimizeOptions, BadOption naming the field for a bool where a number is due (pydantic would take True as 1)."""
+    if options is not None and not isinstance(options, OptimizeOptions):
+        raise TypeError(f"{caller}: options must be an ipuplan.OptimizeOptions, got {type(options).__name__}")
+    for name, value in option_values.items():
+        field = OptimizeOptions.model_fields.get(name)
+        if isinstance(value, bool) and field is not None and field.annotation is not bool:
+            raise BadOption(f"option {name}: expected a number, got the bool {value}")
+    return (options or OptimizeOptions()).with_values(**option_values)
+
+
 def optimize(
     plan: Plan,
     options: OptimizeOptions | None = None,
@@ -304,9 +325,13 @@ def optimize(
     (367216, 136712, 'optimal')
     """
     started = time.perf_counter()
-    options = (options or OptimizeOptions()).with_values(**option_values)
+    plan, options = own_plan(plan, "optimize"), chosen_options(options, option_values, "optimize")
+    for name, hook in (("progress", progress), ("on_phase", on_phase)):
+        if hook is not None and not callable(hook):
+            raise TypeError(f"optimize: {name} must be callable, got {type(hook).__name__}")
     phase = on_phase or _silent
-    return solve_prepared(prepare(plan, options, phase), progress, phase, dump_model, started)
+    with gc_run():  # what the run builds stays out of the collector's walks until it returns
+        return solve_prepared(prepare(plan, options, phase), progress, phase, dump_model, started)
 
 
 def solve_prepared(prepared: Prepared, progress: Progress | None = None, on_phase: Phase = _silent,

@@ -25,7 +25,17 @@ from ipuplan.model.objective import Objective
 from ipuplan.model.problem import Problem, alive_within
 from ipuplan.plan.format import Plan
 from ipuplan.replan.options import OptimizeOptions
-from ipuplan.replan.pipeline import BudgetConflict, Prepared, exact_at, exact_choice, exact_wanted, explain_run, prepare
+from ipuplan.replan.pipeline import (
+    BudgetConflict,
+    Prepared,
+    chosen_options,
+    exact_at,
+    exact_choice,
+    exact_wanted,
+    explain_run,
+    own_plan,
+    prepare,
+)
 from ipuplan.replan.rewrite import rewrite
 from ipuplan.solvers import FrontPoint, SolverSettings, SolveStatus, pareto_front, solve
 
@@ -107,7 +117,9 @@ def sweep(plan: Plan, options: OptimizeOptions | None = None, *, max_points: int
     and best effort do not apply; `on_point` hears each point with its exact exchange). Raises BudgetConflict,
     explained, when no layout meets the budgets."""
     started = time.perf_counter()
-    options = (options or OptimizeOptions()).with_values(**option_values)
+    plan, options = own_plan(plan, "sweep"), chosen_options(options, option_values, "sweep")
+    if type(max_points) is not int or max_points < 1:
+        raise TypeError(f"sweep: max_points must be a positive int, got {max_points!r}")
     prepared = prepare(plan, options)
     problem = prepared.problem
     settings = options.solver_settings()

@@ -33,7 +33,7 @@ from ipuplan.errors import InfeasibleBudget, IpuplanError, PlanError
 from ipuplan.plan.format import load_plan, write_plan
 from ipuplan.plan.outputs import require_output_folder, write_atomically
 from ipuplan.replan.options import OptimizeOptions
-from ipuplan.replan.pipeline import optimize
+from ipuplan.replan.pipeline import chosen_options, optimize
 
 SUMMARY_JSON = "summary.json"
 SUMMARY_CSV = "summary.csv"
@@ -544,6 +544,18 @@ class _signals_unblocked:
         signal.pthread_sigmask(signal.SIG_SETMASK, self.before)
 
 
+def _check_paths(paths: object, out_dir: object) -> None:
+    """TypeError, in one line, for arguments `explore` would misread: one path for `paths` (a string would be
+    walked one character at a time), or anything but a path for either."""
+    if isinstance(paths, (str, bytes, os.PathLike)):
+        raise TypeError(f"explore: paths must be a list of plan files or folders, not one path: "
+                        f"explore([{str(paths)!r}], ...)")
+    if not isinstance(paths, Iterable):
+        raise TypeError(f"explore: paths must be a list of plan files or folders, got {type(paths).__name__}")
+    if not isinstance(out_dir, (str, os.PathLike)):
+        raise TypeError(f"explore: out_dir must be a path, got {type(out_dir).__name__}")
+
+
 def explore(
     paths: Iterable[str | Path],
     out_dir: str | Path,
@@ -562,12 +574,13 @@ def explore(
     Solver workers per plan default to the cores each job gets (one on Ray); the worker count
     is part of the fingerprint, since one worker means deterministic output.
     """
+    _check_paths(paths, out_dir)
+    options = chosen_options(options, option_values, "explore")
     files = plan_paths(paths)
     out = Path(out_dir)
     if executor not in ("local", "ray"):
         raise PlanError(f"unknown executor {executor!r}; choose local or ray", source="explore")
     require_output_folder(out, inputs=tuple(files))
-    options = (options or OptimizeOptions()).with_values(**option_values)
     jobs, solver_workers = job_layout(jobs)
     options = options.with_values(workers=1 if executor == "ray" else min(options.workers or solver_workers, solver_workers))
     previous = _previous_rows(out)

@@ -1,5 +1,5 @@
 """Each stage of a run runs once, on every path: the facts of the input once (and once more for the rewritten
-plan's deliberate re-check; its element-wise families only where they are read), the candidate space and the problem once for the run's scope (the explanation
+plan's deliberate re-check), the candidate space and the problem once for the run's scope (the explanation
 of a conflict also tries wider scopes, from the same facts), the plan loaded once. The report, the failure's
 report, the explanation, `sweep` and `explore` read the prepared run instead of inferring anything again."""
 
@@ -103,11 +103,8 @@ PATHS = {
 def test_each_stage_runs_once_per_run(path, calls, tmp_path):
     run, plans, scope, wider, exact = PATHS[path]
     run(tmp_path)
-    eager = [name for name in FACTS if name != "recognise_elementwise"]
-    assert {name: calls[name, None] for name in eager} == dict.fromkeys(eager, plans)
-    # inferred on first use: the input's always (its candidates), the rewritten plan's only where a report reads it
-    assert 1 <= calls["recognise_elementwise", None] <= plans
-    assert path != "optimize" or calls["recognise_elementwise", None] == 1
+    # the element-wise families too: the rewritten plan's re-check reads them (its element-wise rule)
+    assert {name: calls[name, None] for name in FACTS} == dict.fromkeys(FACTS, plans)
     assert calls["exact_problem", None] == exact
     for stage in ("candidate_space", "problem_of") if path != "report" else ("candidate_space",):
         built = {s: n for (name, s), n in calls.items() if name == stage}

@@ -36,8 +36,9 @@ class PlanFacts:
 
     @cached_property
     def elementwise(self) -> tuple[ElementwiseFamily, ...]:
-        """Every family of element-wise and row-reducing kernels, held or not. Inferred on first use: the re-check of
-        a rewritten plan never reads it (a fifth of that check's time at 50k values)."""
+        """Every family of element-wise and row-reducing kernels, held or not. Inferred on first use, once: the
+        candidate space and `check`'s element-wise rule read it (a fifth of a rewritten plan's re-check at 50k
+        values)."""
         with gc_paused():
             return recognise_elementwise(self.plan, self.flow)
 

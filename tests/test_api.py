@@ -15,7 +15,7 @@ import ipuplan
 from ipuplan import PlanError, dump_plan, load_plan
 from ipuplan.facts.check import check
 from ipuplan.plan.format import FrozenList, Plan, gc_paused
-from ipuplan.replan.options import BadOption
+from ipuplan.replan.options import BadOption, OptimizeOptions
 from ipuplan.replan.sweep import sweep
 
 REFUSED = "cannot be changed in place"
@@ -230,3 +230,12 @@ def test_explore_refuses_arguments_it_would_misread(tmp_path, paths, out_dir, me
 def test_explore_refuses_a_bool_option(tmp_path):
     with pytest.raises(BadOption, match="^option budget: "):
         ipuplan.explore([REFERENCE], tmp_path / "out", budget=True)
+
+
+@pytest.mark.parametrize(("values", "words"), [({"budget": True}, "option budget: expected a number, got the bool True"),
+                                               ({"workers": False}, "option workers: expected a number"),
+                                               ({"bogus": 1}, "option bogus: Extra inputs are not permitted")])
+def test_options_built_directly_refuse_bad_values_in_one_line(values, words):
+    with pytest.raises(BadOption) as raised:
+        OptimizeOptions(**values)
+    assert str(raised.value).startswith(words) and "\n" not in str(raised.value)

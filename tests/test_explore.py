@@ -324,3 +324,8 @@ def test_explore_takes_scope_program_and_writes_its_gathers(inputs, tmp_path):
     written = load_plan(row["output"])
     assert row["optimized_peak"] == 113_080 and check(written) == []
     assert len(written.steps) == len(load_plan(REFERENCE).steps) + 14  # the inserted Copy steps
+
+
+def test_an_input_that_is_a_device_is_a_row_not_a_hang(tmp_path):
+    rows = explore([Path("/dev/zero")], tmp_path / "out", time_limit=5)
+    assert [r.status for r in rows] == ["error"] and "/dev/zero" in rows[0].error

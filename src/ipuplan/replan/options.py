@@ -96,6 +96,15 @@ class OptimizeOptions(BaseModel):
                           "machine's memory or of its cgroup's limit), before its heavy stages.",
         json_schema_extra={"metavar": "SIZE"})] = None
 
+    @field_validator("time_limit", "workers", "seed", "budget", "interleaved_budget", "support_reserve",
+                     mode="before")
+    @classmethod
+    def _no_bool(cls, value: object) -> object:
+        """A number option refuses `True`/`False` (Python takes a bool for 1 or 0: `budget=True` is a mistake)."""
+        if isinstance(value, bool):
+            raise ValueError(f"expected a number, got the bool {value}")
+        return value
+
     @field_validator("solver", mode="before")
     @classmethod
     def _registered(cls, name: object) -> Backend:
@@ -107,14 +116,18 @@ class OptimizeOptions(BaseModel):
         """One worker and a deterministic time limit: the same output bytes on every run."""
         return self.workers == 1
 
-    def with_values(self, **values) -> OptimizeOptions:
-        """These options with some fields replaced, validated again."""
+    def __init__(self, **values) -> None:
+        """Validated; a bad value is one BadOption line naming the option (not pydantic's report)."""
         try:
-            return OptimizeOptions(**{**dict(self), **values})
+            super().__init__(**values)
         except ValidationError as error:
             problem = error.errors()[0]
             name = ".".join(str(part) for part in problem["loc"])
             raise BadOption(f"option {name}: {problem['msg'].removeprefix('Value error, ')}") from None
+
+    def with_values(self, **values) -> OptimizeOptions:
+        """These options with some fields replaced, validated again."""
+        return OptimizeOptions(**{**dict(self), **values})
 
     def budgets_for(self, plan: Plan) -> Budgets:
         return Budgets.of(plan).overridden(self.budget, self.interleaved_budget, self.support_reserve)

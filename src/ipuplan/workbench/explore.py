@@ -30,7 +30,7 @@ from multiprocessing.connection import wait as wait_for_ready
 from pathlib import Path
 
 from ipuplan.errors import InfeasibleBudget, IpuplanError, PlanError
-from ipuplan.plan.format import load_plan, write_plan
+from ipuplan.plan.format import plan_from_json, read_input, write_plan
 from ipuplan.plan.outputs import require_output_folder, write_atomically
 from ipuplan.replan.options import OptimizeOptions
 from ipuplan.replan.pipeline import chosen_options, optimize
@@ -105,7 +105,8 @@ def plan_paths(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    """The file's sha256, read as a plan is (`read_input`: bounded, never waiting on a pipe forever)."""
+    return hashlib.sha256(read_input(path)).hexdigest()
 
 
 def explore_one(path: str, out_dir: str, options: OptimizeOptions) -> ExploreRow:
@@ -115,8 +116,9 @@ def explore_one(path: str, out_dir: str, options: OptimizeOptions) -> ExploreRow
     output = Path(out_dir) / source.name
     row = ExploreRow(scope=source.stem, input=str(source), output=None, status="error", settings=options.fingerprint())
     try:
-        row = replace(row, input_sha256=_sha256(source))
-        plan = load_plan(source)
+        data = read_input(source)  # read once: hashed, then parsed
+        row = replace(row, input_sha256=hashlib.sha256(data).hexdigest())
+        plan = plan_from_json(data, source=str(source))
         row = replace(row, scope=plan.scope)
         result = optimize(plan, options)
         write_plan(result.plan, output)
@@ -185,7 +187,7 @@ def _up_to_date(previous: ExploreRow | None, path: Path, options: OptimizeOption
 def _file_sha256(path: Path) -> str | None:
     try:
         return _sha256(path)
-    except OSError:
+    except (OSError, PlanError):
         return None
 
 

@@ -102,7 +102,7 @@ class OptimizeOptions(BaseModel):
     def _no_bool(cls, value: object) -> object:
         """A number option refuses `True`/`False` (Python takes a bool for 1 or 0: `budget=True` is a mistake)."""
         if isinstance(value, bool):
-            raise ValueError(f"expected a number, got the bool {value}")
+            raise ValueError(f"expected a number, got the bool {value}")  # noqa: TRY004 (pydantic reports ValueErrors)
         return value
 
     @field_validator("solver", mode="before")

@@ -224,8 +224,8 @@ def _ray_error(inputs, tmp_path, address) -> tuple[str, float]:
 
 
 @pytest.mark.parametrize(("reply", "close", "said"), [
-    (b"HTTP/1.1 400 Bad Request\r\n\r\n", True, "it answers, but not as a Ray cluster does (its reply begins "
-                                                "'HTTP/1.1 400 Bad Request')"),
+    (b"HTTP/1.1 400 Bad Request\r\n\r\n", True, ("it answers, but not as a Ray cluster does (its reply begins "
+                                                 "'HTTP/1.1 400 Bad Request')")),
     (b"\x00garbage", False, "it answers, but not as a Ray cluster does"),
     (None, True, "it accepts connections but closes them without an answer"),
     (None, False, "it accepts connections but did not answer within 1 s"),
@@ -261,8 +261,8 @@ def test_a_silent_port_via_the_cli_is_one_line_and_exit_2(inputs, tmp_path, ray_
                                      "--executor", "ray", "--address", f"127.0.0.1:{port}", "--json"])
     lines = [line for line in result.stderr.splitlines() if not line.startswith("  ")]
     assert result.exit_code == 2 and "Traceback" not in result.stderr
-    assert lines == [f"error: cannot reach the Ray cluster at 127.0.0.1:{port}: it accepts connections but did not "
-                     "answer within 1 s (not a Ray cluster?)"]
+    assert lines == [(f"error: cannot reach the Ray cluster at 127.0.0.1:{port}: it accepts connections but did not "
+                      "answer within 1 s (not a Ray cluster?)")]
     assert json.loads(result.stdout)["status"] == "error"
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from itertools import chain, repeat
+from itertools import chain, pairwise, repeat
 from operator import attrgetter
 
 import numpy as np
@@ -427,7 +427,7 @@ def _flat_rows(facts: PlanFacts, live: LiveSets, places: Places, term_id: np.nda
 
 def _runs(figures: list[int], bounds: list[int]) -> list[tuple[int, ...]]:
     """The figures from each bound to the next."""
-    return [tuple(figures[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+    return [tuple(figures[a:b]) for a, b in pairwise(bounds)]
 
 
 def _undominated(rows: FlatRows) -> list[int]:

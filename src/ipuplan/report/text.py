@@ -268,7 +268,7 @@ def _proxy_row(result) -> list[tuple[str, str, str]]:
 def _bound_rows(solved) -> list[tuple[str, str, str]]:
     """The bound and gap of the peak (objective `peak`), and of the exchange where the model bounds it."""
     rows = [] if solved.objective == Objective.FIT else [("bound / gap", "", f"{solved.bound:,} / "
-                                                                            f"{_percent(solved.peak_gap)}")]
+                                                                            + f"{_percent(solved.peak_gap)}")]
     if solved.exchange_bound is not None:
         rows.append(("exchange bound / gap", "", f"{solved.exchange_bound:,} / {_percent(solved.exchange_gap)}"))
     return rows

@@ -324,7 +324,8 @@ def _root(
     """Re-plan the tensor layouts of an IPU memory plan with CP-SAT."""
 
 
-PlanPath = Annotated[Path, typer.Argument(metavar="PLAN", help="Plan JSON file written by the compiler.", show_default=False)]
+PlanPath = Annotated[Path, typer.Argument(metavar="PLAN", help="Plan JSON file written by the compiler.",
+                                          show_default=False)]
 Force = Annotated[bool, typer.Option(help="Overwrite outputs that exist.")]
 OutputFile = Annotated[Path, typer.Option("--output", "-o", parser=_output_path, help="Where to write the result.")]
 
@@ -346,7 +347,8 @@ def _option_parameter(name: str, field) -> inspect.Parameter:
     annotation, default = field.annotation, field.default
     if get_origin(annotation) is tuple:
         annotation, default = list[get_args(annotation)[0]], []
-    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[annotation, option])
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                             annotation=Annotated[annotation, option])
 
 
 def _text_reader(reader):
@@ -385,7 +387,8 @@ def one_line_errors(command):
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
         source = kwargs.get("plan_path")
-        RUN.reset(command.__name__, as_json=kwargs.get("as_json", False), source=None if source is None else str(source))
+        RUN.reset(command.__name__, as_json=kwargs.get("as_json", False),
+                  source=None if source is None else str(source))
         try:
             return command(*args, **kwargs)
         except IpuplanError as error:
@@ -527,7 +530,8 @@ def _print_check(plan_path: Path, plan, lines: list, started: float, against_wha
 def show_command(
     plan_path: PlanPath,
     top: Annotated[int, typer.Option(min=1, help="How many contributors to list.")] = 12,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object: the same figures, as numbers.")] = False,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print one JSON object: the same figures, as numbers.")] = False,
 ) -> None:
     """Scope, budgets, peaks with their steps, fit, the exact exchange, and the top contributors at the peak."""
     with _Progress(quiet=as_json, name="show").ticking():
@@ -680,7 +684,8 @@ def _unmet(result) -> str:
     baseline proves nothing, a time limit is not a proof."""
     options, solved = result.options, result.solve
     if options.solver == Backend.GREEDY:
-        why = "the greedy baseline's layout exceeds the budgets (it proves nothing: --solver cpsat says whether any fits)"
+        why = ("the greedy baseline's layout exceeds the budgets "
+               "(it proves nothing: --solver cpsat says whether any fits)")
     elif solved.status.value == "no_solution":
         why = (f"no layout meeting the budgets was found within --time-limit {options.time_limit:g} s "
                "(a longer one may find one)")
@@ -792,8 +797,10 @@ def _print_point(progress: _Progress, point) -> None:
 def synth_command(
     plan_path: PlanPath,
     output: OutputFile,
-    layers: Annotated[int | None, typer.Option(min=1, help=f"Run the repeated block N times (a plan of at most {MAX_VALUES:,} values).")] = None,
-    unroll_copies: Annotated[int | None, typer.Option("--unroll", min=1, help=f"The program K times in a row (a plan of at most {MAX_VALUES:,} values).")] = None,
+    layers: Annotated[int | None, typer.Option(
+        min=1, help=f"Run the repeated block N times (a plan of at most {MAX_VALUES:,} values).")] = None,
+    unroll_copies: Annotated[int | None, typer.Option(
+        "--unroll", min=1, help=f"The program K times in a row (a plan of at most {MAX_VALUES:,} values).")] = None,
     budget_factor: Annotated[float | None, typer.Option(min=0.01, max=100.0, help="Scale the budgets.")] = None,
     scope: Annotated[str | None, typer.Option(help="Scope name to write into the plan.")] = None,
     memory_limit: Annotated[int | None, typer.Option(
@@ -845,7 +852,8 @@ def explore_command(
     force: Annotated[bool, typer.Option(help="Redo plans whose outputs are up to date.")] = False,
     executor: Annotated[str, typer.Option(help="local (processes) or ray (needs ipuplan[ray]).")] = "local",
     address: Annotated[str | None, typer.Option(help="Ray cluster address (default: start a local instance).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object: the ranked rows (or the error).")] = False,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print one JSON object: the ranked rows (or the error).")] = False,
 ) -> None:
     """Optimise every plan, write each to OUTPUT, rank them; exit 4 if some plans failed (see their rows)."""
     started = time.perf_counter()
@@ -881,7 +889,8 @@ def report_command(
     against: Annotated[Path | None, typer.Option(help="A second plan whose timeline is overlaid.")] = None,
     png: Annotated[Path | None, typer.Option(
         parser=_output_path, help="Also write the timeline as a PNG (needs ipuplan[plot]).")] = None,
-    scope: Annotated[Scope, typer.Option(help="The scope whose free and frozen values the anatomy shows.")] = Scope.FULL,
+    scope: Annotated[Scope, typer.Option(
+        help="The scope whose free and frozen values the anatomy shows.")] = Scope.FULL,
     force: Force = False,
 ) -> None:
     """An HTML page: usage timeline with budgets and the peak, and the anatomy of the peak step."""
@@ -956,7 +965,8 @@ def _run(args: list[str] | None) -> int:
         code = RUN.interrupted(signal.SIGINT)
     except Terminated:
         code = RUN.interrupted(signal.SIGTERM)
-    if code == 128 + signal.SIGINT:  # typer >= 0.29 turns Ctrl-C outside a command (parsing its arguments) into a silent 130
+    # typer >= 0.29 turns Ctrl-C outside a command (parsing its arguments) into a silent 130
+    if code == 128 + signal.SIGINT:
         code = RUN.interrupted(signal.SIGINT)
     return code if isinstance(code, int) else 0
 
@@ -974,7 +984,8 @@ def _the_program() -> bool:
     """Whether this process is the `ipuplan` command (the script, `python -m ipuplan`, or this module run), not a
     program that imports it: only then do signals stay with TAKER until `main` hands them to the command."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    return __name__ == "__main__" or getattr(spec, "name", "") == f"{__package__}.__main__" or Path(sys.argv[0]).name == "ipuplan"
+    return (__name__ == "__main__" or getattr(spec, "name", "") == f"{__package__}.__main__"
+            or Path(sys.argv[0]).name == "ipuplan")
 
 
 if not _the_program():  # imported by another program (a test, a notebook): its signals are its own again

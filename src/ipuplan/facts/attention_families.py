@@ -189,7 +189,8 @@ def derive_attention(plan: Plan, family: AttentionFamily, split: HeadSplit) -> D
     scratch = None
     if family.reduces:
         total = values[family.sum_result]
-        scratch = (family.sum_step, sum_scratch(split.k, shard_bytes(total.shape, total.element_size, total.parsed_layout)))
+        scratch = (family.sum_step,
+                   sum_scratch(split.k, shard_bytes(total.shape, total.element_size, total.parsed_layout)))
     return DerivedSplit(layouts, family.result, result_shape, block, output_columns,
                         gemm_operation(plan, family.gemm_step, block, output_columns), scratch)
 

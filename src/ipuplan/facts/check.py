@@ -112,7 +112,8 @@ def _value_mismatches(value: Value, expected, chip_tiles: int) -> list[Mismatch]
     if _sizes(value) != _sizes(expected):
         found = [Mismatch(MismatchKind.VALUE_BYTES, _where(value), field, stored, computed)
                  for field, stored, computed in zip(SIZE_FIELDS, _sizes(value), _sizes(expected)) if stored != computed]
-    problem = _placement_problem_of_text(value.layout, chip_tiles) or padding_problem_of(value.layout, tuple(value.shape))
+    problem = (_placement_problem_of_text(value.layout, chip_tiles)
+               or padding_problem_of(value.layout, tuple(value.shape)))
     if problem:
         found.append(Mismatch(MismatchKind.LAYOUT, _where(value), "layout", rule=problem))
     return found
@@ -146,7 +147,8 @@ def _scratch_mismatches(plan: Plan, result: Estimate, flow: Dataflow) -> list[Mi
 
 def _top_level_mismatches(plan: Plan, result: Estimate) -> list[Mismatch]:
     found = [
-        Mismatch(MismatchKind.PLAN_PEAKS, "plan", f"peak.{field}", getattr(plan.peak, field), getattr(result.peak, field))
+        Mismatch(MismatchKind.PLAN_PEAKS, "plan", f"peak.{field}", getattr(plan.peak, field),
+                 getattr(result.peak, field))
         for field in ("standard", "interleaved", "total", "maximum_standard_allocation")
         if getattr(plan.peak, field) != getattr(result.peak, field)
     ]
@@ -280,7 +282,8 @@ def _tiling(shape: tuple[int, ...], layout: str) -> tuple:
 
 
 @lru_cache(maxsize=65536)
-def _beside_problem(parameter_shape: tuple[int, ...], parameter: str, shape: tuple[int, ...], layout: str) -> str | None:
+def _beside_problem(parameter_shape: tuple[int, ...], parameter: str, shape: tuple[int, ...],
+                    layout: str) -> str | None:
     """`broadcast_problem` keyed by the layouts' texts."""
     return broadcast_problem(parameter_shape, parse_layout(parameter), shape, parse_layout(layout))
 
@@ -466,7 +469,8 @@ class LiveValue:
         return "free" if self.frozen is None else f"frozen: {self.frozen}"
 
 
-def live_values(plan: Plan, result: Estimate, step: int, reasons: Mapping[int, object] | None = None) -> list[LiveValue]:
+def live_values(plan: Plan, result: Estimate, step: int,
+                reasons: Mapping[int, object] | None = None) -> list[LiveValue]:
     """Every value live at `step`, largest first; with `reasons` (a candidate space's value -> why frozen, or
     None when free) each says whether it is frozen and why."""
     live = sorted(plan.steps[step].live, key=lambda v: (-result.values[v].bytes, v))

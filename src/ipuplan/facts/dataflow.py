@@ -202,7 +202,8 @@ class _Inference:
             return candidates[0]
         found = ", ".join(map(str, candidates)) or "none"
         suspects = candidates or self.suspects(step, readable, result, could_be or _same_precision_and_rank)
-        self.ambiguities.append(Ambiguity(step.index, f"{label} of value {result}: candidates {found}", (result, *suspects)))
+        self.ambiguities.append(Ambiguity(step.index, f"{label} of value {result}: candidates {found}",
+                                          (result, *suspects)))
         return None
 
     def preferred(self, step: Step, result: int, candidates: list[int]) -> list[int]:

@@ -211,7 +211,8 @@ def _kernels(plan: Plan, flow: Dataflow, judge: _Judge) -> tuple[list[FamilyKern
     """Every family kernel with its operands, possible operands and results; (step -> hold) where an operand
     cannot be identified."""
     written_at = {v: steps[0] for v, steps in flow.writers.items()}
-    sharing: dict[int, list[int]] = {}  # per storage root, its versions (once: per kernel it was quadratic at 10k values)
+    # per storage root, its versions (once: per kernel it was quadratic at 10k values)
+    sharing: dict[int, list[int]] = {}
     for value in plan.values:
         sharing.setdefault(value.root, []).append(value.id)
     kernels, holds = [], {}
@@ -284,7 +285,8 @@ def _family(plan: Plan, flow: Dataflow, judge: _Judge, kernels: tuple[FamilyKern
             holds: dict[int, FamilyHold]) -> ElementwiseFamily:
     """The family of `kernels` over `members` (a component of shared values), with the first rule that holds it."""
     values = plan.values
-    kernel_of = {values[v].root: kernel for kernel in kernels for v in (*kernel.operands, *kernel.possible, *kernel.results)}
+    kernel_of = {values[v].root: kernel
+                 for kernel in kernels for v in (*kernel.operands, *kernel.possible, *kernel.results)}
     first = kernels[0]
     shape = judge.shapes[(*first.results, *first.operands, *first.possible)[0]]
     roles, shape_hold = _roles(judge, kernels, members, shape, kernel_of)
@@ -320,7 +322,8 @@ def _roles(judge: _Judge, kernels: tuple[FamilyKernel, ...], members: list[int],
     return roles, hold
 
 
-def _outside(plan: Plan, flow: Dataflow, members: list[int], steps: set[int]) -> tuple[tuple[int, ...], FamilyHold | None]:
+def _outside(plan: Plan, flow: Dataflow, members: list[int],
+             steps: set[int]) -> tuple[tuple[int, ...], FamilyHold | None]:
     """Steps outside the kernels that touch a member: movers absorb any layout, in-place steps that only pass one
     storage on carry it (returned), and any other kernel holds the family (the first one found)."""
     values = plan.values

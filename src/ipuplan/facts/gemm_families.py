@@ -112,10 +112,13 @@ def _recognise(plan: Plan, flow: Dataflow, family) -> KernelFamily:
     left_roles = LEFT_ORDERS.get(left_layout.order_kind)
     right_roles = RIGHT_ORDERS.get(right_layout.order_kind)
     if left_roles is None or right_roles is None:
-        raise NotAFamily(f"operand orders {left_layout.order_kind} / {right_layout.order_kind} are not a left/right pair")
+        raise NotAFamily(f"operand orders {left_layout.order_kind} / {right_layout.order_kind} "
+                         "are not a left/right pair")
     if list(partials.shape[1:]) != list(total.shape):
         raise NotAFamily("partials are not [pK, ...Sum result]")
-    left_axes = axis_positions(left, left_layout, {len(left.shape) - 2: left_roles[0], len(left.shape) - 1: left_roles[1]})
+    left_axes = axis_positions(
+        left, left_layout, {len(left.shape) - 2: left_roles[0], len(left.shape) - 1: left_roles[1]}
+    )
     right_axes = axis_positions(
         right, right_layout, {len(right.shape) - 2: right_roles[0], len(right.shape) - 1: right_roles[1]}
     )
@@ -138,7 +141,8 @@ def _recognise(plan: Plan, flow: Dataflow, family) -> KernelFamily:
         raise NotAFamily("left operand with placed tile strides")
     writers = flow.writers.get(family.left, ())
     local = writers[-1] if writers else None
-    local_kernel = local if local is not None and plan.steps[local].parsed_operation.conversion == "LocalKernel" else None
+    local_kernel = (local if local is not None and plan.steps[local].parsed_operation.conversion == "LocalKernel"
+                    else None)
     return KernelFamily(
         gemm_step=family.gemm_step,
         sum_step=family.sum_step,
@@ -331,7 +335,8 @@ def derive(plan: Plan, family: KernelFamily, split: Split) -> DerivedSplit:
     granule = inner_block_granule(plan, family.gemm_step)
     inner_block = inner_block_for(k_dimension, split.k, granule)
     if inner_block is None:
-        raise IllegalSplit(f"pK={split.k} does not cut K={k_dimension} into {split.k} blocks of a multiple of {granule}")
+        raise IllegalSplit(f"pK={split.k} does not cut K={k_dimension} into {split.k} blocks "
+                           f"of a multiple of {granule}")
     if k_dimension % inner_block and left.axes[family.left_axes["k"]].padding == "Reject":
         raise IllegalSplit(f"K={k_dimension} rejects padding, and blocks of {inner_block} would pad it")
     k_axis = {"block_size": inner_block, "padding_multiple": inner_block, "partitions": split.k}
@@ -341,16 +346,20 @@ def derive(plan: Plan, family: KernelFamily, split: Split) -> DerivedSplit:
     k_stride = None if right.axes[family.right_axes["k"]].tile_stride is None else split.n
     n_stride = None if right.axes[family.right_axes["n"]].tile_stride is None else 1
     new_right = _set_axis(right, family.right_axes["k"], tile_stride=k_stride, **k_axis)
-    new_right = _finish(with_row_block(_set_axis(new_right, family.right_axes["n"], partitions=split.n, tile_stride=n_stride), inner_block), split.m)
+    new_right = _finish(with_row_block(_set_axis(new_right, family.right_axes["n"], partitions=split.n,
+                                                 tile_stride=n_stride), inner_block), split.m)
     partials = values[family.partials].parsed_layout
     new_partials = _set_axis(partials, family.partial_axes["k"], partitions=split.k, tile_stride=split.n)
     new_partials = _set_axis(new_partials, family.partial_axes["n"], partitions=split.n, tile_stride=1)
-    new_partials = _finish(_set_axis(new_partials, family.partial_axes["m"], partitions=split.m, tile_stride=split.n * split.k), 1)
+    new_partials = _finish(_set_axis(new_partials, family.partial_axes["m"], partitions=split.m,
+                                     tile_stride=split.n * split.k), 1)
     total = values[family.sum_result].parsed_layout
     n_parts = split.n * split.sum_n
     new_total = _set_axis(total, family.sum_axes["n"], partitions=n_parts, tile_stride=1)
-    new_total = _finish(_set_axis(new_total, family.sum_axes["m"], partitions=split.m * split.sum_m, tile_stride=n_parts), 1)
-    layouts = {family.left: new_left, family.right: new_right, family.partials: new_partials, family.sum_result: new_total}
+    new_total = _finish(_set_axis(new_total, family.sum_axes["m"], partitions=split.m * split.sum_m,
+                                  tile_stride=n_parts), 1)
+    layouts = {family.left: new_left, family.right: new_right, family.partials: new_partials,
+               family.sum_result: new_total}
     if family.left_source is not None:
         source = values[family.left_source].parsed_layout
         layouts[family.left_source] = replace(new_left, order=source.order, memory_class=source.memory_class)

@@ -40,7 +40,8 @@ from ipuplan.plan.layout import Layout
 from ipuplan.plan.operation import Operation
 
 CHUNK = 1 << 21
-"""Corners compared in one numpy pass (pieces x sides laid out by tile x slots x rank): bounds its memory (tens of MB)."""
+"""Corners compared in one numpy pass (pieces x sides laid out by tile x slots x rank): bounds its memory
+(tens of MB)."""
 
 
 @dataclass(frozen=True)
@@ -155,7 +156,8 @@ def _own_boxes(shape: tuple[int, ...], layout: Layout) -> tuple[np.ndarray, np.n
     size = np.array([n for n in ((prod(shape),) if flat else shape)], dtype=np.int64)
     low = np.minimum(index * extent, size)
     high = np.minimum(low + extent, size)
-    tiles = ((index @ np.array([s for _, _, s in place.dimensions], dtype=np.int64))[None, :] + replicas[:, None]).ravel()
+    tiles = ((index @ np.array([s for _, _, s in place.dimensions], dtype=np.int64))[None, :]
+             + replicas[:, None]).ravel()
     if np.bincount(tiles).max(initial=0) > 1:
         return None
     low, high = np.tile(low, (len(replicas), 1)), np.tile(high, (len(replicas), 1))
@@ -187,7 +189,8 @@ def run_boxes(shape: tuple[int, ...], tiles: np.ndarray, start: np.ndarray,
     slab = start // inner
     head = (start % inner > 0) & (start < stop)
     tail = (stop % inner > 0) & (last >= first) & (start < stop)
-    for mask, at, begin, end in ((head, slab, start - slab * inner, np.minimum(stop, (slab + 1) * inner) - slab * inner),
+    for mask, at, begin, end in ((head, slab, start - slab * inner,
+                                  np.minimum(stop, (slab + 1) * inner) - slab * inner),
                                  (tail, last, np.zeros_like(stop), stop - last * inner)):
         sub_tiles, sub_low, sub_high = run_boxes(shape[1:], np.flatnonzero(mask), begin[mask], end[mask])
         found.append((tiles[sub_tiles], at[sub_tiles], at[sub_tiles] + 1, sub_low, sub_high))
@@ -266,7 +269,8 @@ def _distinct_pair_bytes(operation: Operation, source_shape: tuple[int, ...], re
 def held_pairs(sources: list[Pieces], results: list[Pieces]) -> np.ndarray:
     """Per (source, result), the wanted (element, tile) pairs the source already holds there: every source piece
     against every result piece on its tile, intersected, weighted by the source's partials. One side is laid out by
-    tile (`_ByTile`: the side with fewer pieces on a tile), the other's pieces are looked up in it, a chunk at a time."""
+    tile (`_ByTile`: the side with fewer pieces on a tile), the other's pieces are looked up in it, a chunk at a
+    time."""
     source_slots = max(int(np.bincount(s.tiles).max(initial=0)) for s in sources)
     result_slots = max(int(np.bincount(r.tiles).max(initial=0)) for r in results)
     if source_slots * len(sources) * sum(len(r.tiles) for r in results) < result_slots * len(results) * sum(

@@ -118,7 +118,8 @@ def plan_exchange(plan: Plan, facts: WithFlow | None = None) -> PlanExchange:
         if kind is None:
             continue
         if len(step.reads) != 1 or len(step.writes) != 1:
-            unpriced.append(Unpriced(step.index, f"{kind} reads {len(step.reads)} and writes {len(step.writes)} values"))
+            unpriced.append(Unpriced(step.index,
+                                     f"{kind} reads {len(step.reads)} and writes {len(step.writes)} values"))
             continue
         source, result = plan.values[step.reads[0]], plan.values[step.writes[0]]
         key = (text, tuple(source.shape), tuple(result.shape), source.precision, source.layout, result.layout)
@@ -148,7 +149,8 @@ def step_bytes(operation: Operation, source_shape: tuple[int, ...], result_shape
         return correspondence
     shape, source_coordinates, result_coordinates = correspondence
     try:
-        sending, receiving = tiled(source_shape, source, source_coordinates), tiled(result_shape, result, result_coordinates)
+        sending, receiving = (tiled(source_shape, source, source_coordinates),
+                              tiled(result_shape, result, result_coordinates))
         if len(sending.replicas) * len(receiving.replicas) > MAX_ENUMERATED:
             raise TooLarge(f"more than {MAX_ENUMERATED:,} pairs of replicas")
         present = tuple((c >= 0) & (c < size) for c, size in zip(source_coordinates, source_shape))
@@ -189,7 +191,8 @@ def correspondence_of(operation: Operation, source_shape: tuple[int, ...],
 def index_axes(shape: tuple[int, ...]) -> Coordinates:
     """Each dimension's index, shaped to broadcast along that dimension of `shape`."""
     rank = len(shape)
-    return tuple(np.arange(n, dtype=np.int64).reshape([n if d == k else 1 for k in range(rank)]) for d, n in enumerate(shape))
+    return tuple(np.arange(n, dtype=np.int64).reshape([n if d == k else 1 for k in range(rank)])
+                 for d, n in enumerate(shape))
 
 
 def viewed(operation: Operation, source_shape: tuple[int, ...], result_shape: tuple[int, ...],
@@ -286,7 +289,8 @@ def tiled(shape: tuple[int, ...], layout: Layout, coordinates: Coordinates) -> T
             return Tiled((FlatTerm(dimensions, extent, stride),) if parts > 1 else (), replica_offsets(place))
         strides = np.cumprod((1, *shape[:0:-1]))[::-1]
         coordinates = (np.asarray(sum(c * int(s) for c, s in zip(coordinates, strides))),)
-    terms = tuple(c // extent * stride for c, (extent, parts, stride) in zip(coordinates, place.dimensions) if parts > 1)
+    terms = tuple(c // extent * stride
+                  for c, (extent, parts, stride) in zip(coordinates, place.dimensions) if parts > 1)
     return Tiled(terms, replica_offsets(place))
 
 
@@ -398,7 +402,8 @@ def run_counts(shape: tuple[int, ...], dimensions: tuple[int, ...], terms: tuple
     cuts = [np.zeros(1, dtype=np.int64)] + [np.arange(0, total, t.extent) for t in flat]
     for array, d in along + masks:
         if d >= 0:
-            cuts.append(np.add.outer(np.arange(0, total, shape[d] * inner[d]), np.append(0, changes[id(array)]) * inner[d]).ravel())
+            cuts.append(np.add.outer(np.arange(0, total, shape[d] * inner[d]),
+                                     np.append(0, changes[id(array)]) * inner[d]).ravel())
     starts = sorted_unique(np.concatenate(cuts))
 
     def at_starts(array: np.ndarray, d: int) -> np.ndarray:

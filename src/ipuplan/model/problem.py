@@ -119,7 +119,8 @@ class TermTable:
             at = self.start[terms][:, None] + np.arange(count)
             both = np.ascontiguousarray(np.hstack([self.standard[at], self.interleaved[at]]))
             # each term's bytes as one opaque item: a sort of 1-D items, not unique's row-wise sort (1.2 s at 200k)
-            _, inverse = np.unique(both.view(np.dtype((np.void, both.itemsize * 2 * count))).ravel(), return_inverse=True)
+            _, inverse = np.unique(both.view(np.dtype((np.void, both.itemsize * 2 * count))).ravel(),
+                                   return_inverse=True)
             found[terms] = numbered + inverse.ravel()
             numbered += int(inverse.max(initial=-1)) + 1
         return found

@@ -117,7 +117,8 @@ class AxisTiling:
             return None
         for name, multiple in (("padding_multiple", self.padding_multiple), ("block_size", self.block_size)):
             if length % multiple:
-                return f"axis {self.axis.text} rejects padding, but its {length} elements are not a multiple of {name} {multiple}"
+                return (f"axis {self.axis.text} rejects padding, but its {length} elements are not a multiple of "
+                        f"{name} {multiple}")
         return None
 
 
@@ -175,7 +176,8 @@ class Layout:
 
     def with_tiling(self, partitions: tuple[int, ...], strides: tuple[int | None, ...], replicas: int) -> Layout:
         axes = tuple(
-            replace(axis, partitions=p, tile_stride=s) for axis, p, s in zip(self.axes, partitions, strides, strict=True)
+            replace(axis, partitions=p, tile_stride=s)
+            for axis, p, s in zip(self.axes, partitions, strides, strict=True)
         )
         return replace(self, axes=axes, replicas=replicas, tile_count=replicas * prod(partitions))
 

@@ -149,7 +149,8 @@ def wider_freedoms(options: OptimizeOptions) -> list[tuple[str, Scope, bool, boo
     return wider
 
 
-def freedoms(facts: PlanFacts, options: OptimizeOptions, pinned: frozenset[int], deadline: float) -> tuple[Freedom, ...]:
+def freedoms(facts: PlanFacts, options: OptimizeOptions, pinned: frozenset[int],
+             deadline: float) -> tuple[Freedom, ...]:
     """Whether each wider freedom lets the budgets be met (None: no time left to decide)."""
     found = []
     for flags, scope, keep_classes, keep_pins in wider_freedoms(options):
@@ -175,5 +176,5 @@ def explain(facts: PlanFacts, space: CandidateSpace, problem: Problem, options: 
     raises = budget_raises(problem, facts.budgets, conflict, seconds * 0.2, deadline) if conflict else ()
     wider = freedoms(facts, options, pinned, deadline)
     peak = lowest.peak.high if lowest.peak is not None and lowest.peak.exact else None
-    return Explanation(line, options.scope.value, steps, bool(conflict and conflict.minimal), raises, peak, lowest.within,
-                       wider, time.perf_counter() - started)
+    return Explanation(line, options.scope.value, steps, bool(conflict and conflict.minimal), raises, peak,
+                       lowest.within, wider, time.perf_counter() - started)

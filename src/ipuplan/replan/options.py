@@ -61,9 +61,10 @@ class OptimizeOptions(BaseModel):
     )
     solver: Annotated[Backend, Field(description="Solver backend (highs needs ipuplan[highs]).")] = Backend.CPSAT
     time_limit: Annotated[
-        float, Field(ge=0.1, le=86400.0, description="Seconds for the whole run: its preparation, the solve, the exact exchange and, when "
-                                  "the budgets cannot be met, the explanation and best effort share them (the solves "
-                                  "in deterministic units with --workers 1).")
+        float, Field(ge=0.1, le=86400.0, description=(
+            "Seconds for the whole run: its preparation, the solve, the exact exchange and, when "
+            "the budgets cannot be met, the explanation and best effort share them (the solves "
+            "in deterministic units with --workers 1)."))
     ] = 10.0
     workers: Annotated[
         int | None, Field(ge=1, le=256, description="Solver workers; 1 = deterministic, same bytes every run.")
@@ -77,7 +78,8 @@ class OptimizeOptions(BaseModel):
         int | None, Field(ge=0, le=MAX_BYTES, description="Override support_reserve_bytes.")
     ] = None
     objective: Annotated[Objective, Field(
-        description="peak: the smallest peak; fit: meet the budgets with the least exchange (docs/EXCHANGE.md).")] = Objective.PEAK
+        description="peak: the smallest peak; fit: meet the budgets with the least exchange "
+                    "(docs/EXCHANGE.md).")] = Objective.PEAK
     exact_exchange: Annotated[ExactExchange, Field(
         description="After the peak, minimise the plan's exact exchange, every pair of candidates priced: auto (when "
                     f"at most {EXACT_AUTO_CANDIDATES:,} candidates can meet the peak), always, or never (the "
@@ -133,8 +135,8 @@ class OptimizeOptions(BaseModel):
         return Budgets.of(plan).overridden(self.budget, self.interleaved_budget, self.support_reserve)
 
     def solver_settings(self, dump_model: str | None = None) -> SolverSettings:
-        return SolverSettings(self.time_limit, self.workers or default_workers(), self.seed, self.deterministic, dump_model,
-                              self.objective)
+        return SolverSettings(self.time_limit, self.workers or default_workers(), self.seed, self.deterministic,
+                              dump_model, self.objective)
 
     def fingerprint(self) -> dict:
         """Every setting that can change the output bytes (the worker count switches determinism; not the memory

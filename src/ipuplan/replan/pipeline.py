@@ -342,7 +342,8 @@ def solve_prepared(prepared: Prepared, progress: Progress | None = None, on_phas
     deterministic units, the same on every machine, so that the bytes written do not hang on its speed."""
     options, problem = prepared.options, prepared.problem
     on_phase("solve", f"{options.solver.value}: {problem.groups:,} free groups, {sum(problem.candidate_counts):,} "
-                      f"candidates, {len(problem.rows):,} of {problem.steps_total:,} steps, {options.time_limit:g} s limit")
+                      f"candidates, {len(problem.rows):,} of {problem.steps_total:,} steps, "
+                      f"{options.time_limit:g} s limit")
     deadline = (time.perf_counter() if started is None else started) + options.time_limit
     settings = options.solver_settings(dump_model)
     if not settings.deterministic:
@@ -358,7 +359,8 @@ def solve_prepared(prepared: Prepared, progress: Progress | None = None, on_phas
     # the soft solve's share is set aside first: the explanation cannot eat it
     soft_seconds = min(options.time_limit / 2, max(deadline - time.perf_counter(), 0.1)) if options.best_effort else 0
     on_phase("explain", "no layout meets the budgets: a minimal conflict")
-    explanation = explain_run(prepared, proven=solved.status == SolveStatus.INFEASIBLE, deadline=deadline - soft_seconds)
+    explanation = explain_run(prepared, proven=solved.status == SolveStatus.INFEASIBLE,
+                              deadline=deadline - soft_seconds)
     if not options.best_effort:
         raise BudgetConflict(explanation, prepared)
     on_phase("best effort", "the least excess over the budgets")
@@ -374,7 +376,8 @@ EXACT_SHARE = 0.5
 
 
 def priced_exactly(prepared: Prepared, solved: SolveResult, settings: SolverSettings, deadline: float,
-                   progress: Progress | None = None, on_phase: Phase = _silent) -> tuple[ExactProblem | None, SolveResult]:
+                   progress: Progress | None = None,
+                   on_phase: Phase = _silent) -> tuple[ExactProblem | None, SolveResult]:
     """The least exact exchange (docs/EXCHANGE.md), then the fewest changed values, at the peak `solved` found (with
     `fit`: under the budgets): the candidates no such choice can use forbidden (`alive_within`), every pair of the
     others priced (`model.exact`), solved, and never worse than `solved`'s choice by the same figures. The peak's
@@ -386,7 +389,8 @@ def priced_exactly(prepared: Prepared, solved: SolveResult, settings: SolverSett
         return None, solved
     left = deadline - time.perf_counter()
     if not settings.deterministic and wanted == ExactExchange.AUTO and left < EXACT_MIN_SECONDS:
-        on_phase("exact exchange", f"left out: {max(left, 0):.2f} s of --time-limit left, less than {EXACT_MIN_SECONDS:g} "
+        on_phase("exact exchange", f"left out: {max(left, 0):.2f} s of --time-limit left, "
+                                   f"less than {EXACT_MIN_SECONDS:g} "
                                    "(--exact-exchange always prices it); the exchange is the optimiser's proxy")
         return None, solved
     cap = solved.peak if objective == Objective.PEAK else None
@@ -421,7 +425,8 @@ def exact_at(prepared: Prepared, cap: int | None, settings: SolverSettings, prog
     the problem it priced, and the solve."""
     problem = prepared.problem
     alive = alive if alive is not None else alive_within(problem, cap)
-    exact = priced.within(alive) if priced is not None else exact_problem(prepared.facts, prepared.space, problem, alive)
+    exact = (priced.within(alive) if priced is not None
+             else exact_problem(prepared.facts, prepared.space, problem, alive))
     if cap is not None:  # at a peak already found: no left-out choice (the peak's own proof is done)
         capped = exact.problem.with_table(problem.table, limits=(*problem.limits, Limit("peak found", 1, 1, cap)),
                                           left_out=())
@@ -441,7 +446,8 @@ def exact_choice(exact: ExactProblem, kept: tuple[int, ...], found: SolveResult)
     def key(choice: tuple[int, ...]) -> tuple[int, int]:
         return exact.exchange_of(choice), problem.changed_of(choice)
 
-    if found.peak is None or problem.forbidden_in(found.choice) or problem.usage(found.choice).violation(problem.limits):
+    if (found.peak is None or problem.forbidden_in(found.choice)
+            or problem.usage(found.choice).violation(problem.limits)):
         return kept, False
     choice = min((kept, found.choice), key=key)
     return choice, found.status == SolveStatus.OPTIMAL and key(choice) == key(found.choice)

@@ -67,7 +67,8 @@ DEFAULT_SHARE = 0.75
 the system's and the other processes'."""
 
 BASE_BYTES = 150 << 20
-"""The interpreter with OR-Tools, numpy and SciPy loaded, and a small plan's run (the reference plan, unpriced: 146 MB)."""
+"""The interpreter with OR-Tools, numpy and SciPy loaded, and a small plan's run (the reference plan, unpriced:
+146 MB)."""
 
 VALUE_BYTES = 17 << 10
 STEP_BYTES = 6 << 10

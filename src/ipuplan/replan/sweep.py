@@ -99,7 +99,8 @@ def sweep_points(front: list[FrontPoint], exact: list[int], input_exchange: int)
     """
     points = []
     for index, point in enumerate(front):
-        per_kib = None if index == 0 else (exact[index - 1] - exact[index]) / ((point.peak - front[index - 1].peak) / KIB)
+        per_kib = (None if index == 0
+                   else (exact[index - 1] - exact[index]) / ((point.peak - front[index - 1].peak) / KIB))
         points.append(SweepPoint(point.peak, exact[index], exact[index] - input_exchange, point.exchange_bytes,
                                  point.changed_values, point.proven, per_kib))
     return tuple(points)
@@ -174,8 +175,8 @@ def exact_front(prepared: Prepared, walked: list[FrontPoint], settings: SolverSe
     priced = exact_problem(prepared.facts, prepared.space, problem, alive)
     for point in walked:
         began = time.perf_counter()
-        exact, found = exact_at(prepared, point.peak, replace(settings, time_limit=settings.time_limit * POINT_EXACT_SHARE),
-                                priced=priced)
+        exact, found = exact_at(prepared, point.peak,
+                                replace(settings, time_limit=settings.time_limit * POINT_EXACT_SHARE), priced=priced)
         choice, proven = exact_choice(exact, point.choice, found)
         problem = exact.problem
         best = FrontPoint(choice, problem.usage(choice).peak, exact.exchange_of(choice), problem.changed_of(choice),

@@ -68,12 +68,14 @@ def _svg(series: list[Series], budgets: list[tuple[str, int]], peak_step: int, p
              f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>']
     for fraction in (0, 0.25, 0.5, 0.75, 1.0):
         value = top * fraction
-        parts.append(f'<line x1="{MARGIN}" x2="{WIDTH - MARGIN}" y1="{y(value):.1f}" y2="{y(value):.1f}" stroke="#eee"/>')
+        parts.append(f'<line x1="{MARGIN}" x2="{WIDTH - MARGIN}" y1="{y(value):.1f}" y2="{y(value):.1f}" '
+                     'stroke="#eee"/>')
         parts.append(f'<text x="{MARGIN - 6}" y="{y(value) + 4:.1f}" font-size="10" text-anchor="end">'
                      f'{value / 1024:,.0f} KiB</text>')
     for label, value in budgets:
-        parts.append(f'<line class="budget" x1="{MARGIN}" x2="{WIDTH - MARGIN}" y1="{y(value):.1f}" y2="{y(value):.1f}" '
-                     f'stroke="{COLOURS["budget"]}" stroke-dasharray="6 4"><title>{html.escape(label)}: {value:,} B</title></line>')
+        parts.append(f'<line class="budget" x1="{MARGIN}" x2="{WIDTH - MARGIN}" y1="{y(value):.1f}" '
+                     f'y2="{y(value):.1f}" stroke="{COLOURS["budget"]}" stroke-dasharray="6 4">'
+                     f'<title>{html.escape(label)}: {value:,} B</title></line>')
         parts.append(f'<text x="{WIDTH - MARGIN}" y="{y(value) - 3:.1f}" font-size="10" text-anchor="end" '
                      f'fill="{COLOURS["budget"]}">{html.escape(label)}</text>')
     for item in series:
@@ -83,7 +85,8 @@ def _svg(series: list[Series], budgets: list[tuple[str, int]], peak_step: int, p
                      f'stroke="{item.colour}" stroke-width="1.6"{dash} points="{points}"/>')
     parts.append(f'<line id="peak-marker" x1="{x(peak_step):.1f}" x2="{x(peak_step):.1f}" y1="{MARGIN / 2}" '
                  f'y2="{HEIGHT - MARGIN}" stroke="black" stroke-width="1"/>')
-    parts.append(f'<text x="{x(peak_step) + 4:.1f}" y="{MARGIN / 2 + 10}" font-size="11">peak {peak:,} B at step {peak_step}</text>')
+    parts.append(f'<text x="{x(peak_step) + 4:.1f}" y="{MARGIN / 2 + 10}" font-size="11">'
+                 f'peak {peak:,} B at step {peak_step}</text>')
     parts.append(f'<text x="{WIDTH / 2}" y="{HEIGHT - 20}" font-size="11" text-anchor="middle">step</text>')
     parts.append("</svg>")
     return "\n".join(parts)
@@ -125,7 +128,8 @@ def render_html(facts: PlanFacts, space: CandidateSpace, against: Estimate | Non
 <style>
 body {{ font-family: sans-serif; margin: 24px; color: #222; }}
 table {{ border-collapse: collapse; font-size: 13px; }} td, th {{ padding: 3px 8px; border-bottom: 1px solid #ddd; }}
-td.n {{ text-align: right; font-variant-numeric: tabular-nums; }} td.free {{ color: #2a7a2a; }} td.frozen {{ color: #777; }}
+td.n {{ text-align: right; font-variant-numeric: tabular-nums; }} \
+td.free {{ color: #2a7a2a; }} td.frozen {{ color: #777; }}
 .legend {{ margin: 6px 0 16px; font-size: 13px; }} .key {{ margin-right: 16px; }}
 .swatch {{ display: inline-block; width: 12px; height: 12px; margin-right: 4px; vertical-align: middle; }}
 </style></head>
@@ -144,8 +148,10 @@ td.n {{ text-align: right; font-variant-numeric: tabular-nums; }} td.free {{ col
 
 def _summary(facts: PlanFacts) -> str:
     plan, result = facts.plan, facts.estimate
-    return (f"<p id=\"summary\">{len(plan.values)} values, {len(plan.steps)} steps. Raw peak <b>{result.raw_peak:,} B</b> "
-            f"per tile at\nstep <b id=\"peak-step\">{result.total_peak_step}</b>; standard peak {result.peak.standard:,} B "
+    return (f"<p id=\"summary\">{len(plan.values)} values, {len(plan.steps)} steps. "
+            f"Raw peak <b>{result.raw_peak:,} B</b> "
+            f"per tile at\nstep <b id=\"peak-step\">{result.total_peak_step}</b>; "
+            f"standard peak {result.peak.standard:,} B "
             f"(with exchange rows), interleaved peak\n{result.peak.interleaved:,} B, effective peak "
             f"{result.effective_peak_bytes:,} B of {facts.budgets.budget_bytes:,} B;\nfits budget: "
             f"<b>{'yes' if result.fits_budget else 'no'}</b>.</p>")
@@ -166,13 +172,15 @@ def _anatomy(facts: PlanFacts, space: CandidateSpace, units: tuple[FamilyUnit, .
     family = unit_of(units)
     body = "\n".join(
         f"<tr><td>{row.value_id}</td><td>{html.escape(row.name)}</td><td>{row.memory_class}</td>"
-        f"<td class='n'>{row.bytes:,}</td><td>{html.escape(family[row.value_id].label if row.value_id in family else '')}"
+        f"<td class='n'>{row.bytes:,}</td>"
+        f"<td>{html.escape(family[row.value_id].label if row.value_id in family else '')}"
         f"</td><td class='{'free' if row.frozen is None else 'frozen'}'>{html.escape(row.state)}</td></tr>"
         for row in rows
     )
     return (f"<h2>Anatomy of the peak step {step_index}: {html.escape(step.operation)}</h2>\n"
             f"<p>{len(rows)} live values and {step.scratch.standard + step.scratch.interleaved:,} B of scratch; free "
-            f"values are those the optimiser may re-lay out in scope <b id='scope'>{html.escape(space.scope)}</b>.</p>\n"
+            "values are those the optimiser may re-lay out in scope "
+            f"<b id='scope'>{html.escape(space.scope)}</b>.</p>\n"
             "<table id=\"anatomy\"><thead><tr><th>value</th><th>name</th><th>class</th><th>bytes</th><th>family</th>"
             f"<th>optimiser</th></tr></thead>\n<tbody>\n{body}\n</tbody></table>")
 
@@ -200,8 +208,10 @@ def unit_state(unit: FamilyUnit, space: CandidateSpace) -> str:
 def _table(table_id: str, headers: tuple[str, ...], rows: list[tuple]) -> str:
     """A table whose int cells are right-aligned with thousands separators, and other cells escaped."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "\n".join("<tr>" + "".join(f"<td class='n'>{cell:,}</td>" if isinstance(cell, int) and not isinstance(cell, bool)
-                                      else f"<td>{html.escape(str(cell))}</td>" for cell in row) + "</tr>" for row in rows)
+    body = "\n".join("<tr>" + "".join(f"<td class='n'>{cell:,}</td>"
+                                      if isinstance(cell, int) and not isinstance(cell, bool)
+                                      else f"<td>{html.escape(str(cell))}</td>" for cell in row) + "</tr>"
+                     for row in rows)
     return f"<table id='{table_id}'><thead><tr>{head}</tr></thead><tbody>\n{body}\n</tbody></table>\n"
 
 
@@ -238,7 +248,8 @@ def shortfall_html(shortfall) -> str:
 
 def sweep_html(sweep) -> str:
     """The peak / exchange front as a plot and a table: how much exchange each KiB of memory costs."""
-    rows = [(p.peak, p.exchange_bytes, p.exchange_added, "-" if p.exchange_per_kib is None else f"{p.exchange_per_kib:,.0f}",
+    rows = [(p.peak, p.exchange_bytes, p.exchange_added,
+             "-" if p.exchange_per_kib is None else f"{p.exchange_per_kib:,.0f}",
              p.model_exchange_bytes, p.changed_values) for p in sweep.points]
     return (f"<h2>How much exchange does each KiB of memory cost</h2>\n<p>{len(sweep.points)} Pareto points of scope "
             f"{html.escape(sweep.scope)}, walked by the exact exchange (docs/EXCHANGE.md, priced pairwise in the "
@@ -265,7 +276,8 @@ def _front_svg(points) -> str:
     stairs = " ".join(f"{x(b.peak):.1f},{y(a.exchange_bytes):.1f} {x(b.peak):.1f},{y(b.exchange_bytes):.1f}"
                       for a, b in pairwise(points))
     dots = "".join(f'<circle class="point" cx="{x(p.peak):.1f}" cy="{y(p.exchange_bytes):.1f}" r="3" '
-                   f'fill="{COLOURS["total"]}"><title>peak {p.peak:,} B, exchange {p.exchange_bytes:,} B</title></circle>'
+                   f'fill="{COLOURS["total"]}"><title>peak {p.peak:,} B, exchange {p.exchange_bytes:,} B</title>'
+                   '</circle>'
                    for p in points)
     return (f'<svg id="front" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
             f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="exchange bytes against raw peak">'
@@ -301,13 +313,14 @@ def render_png(facts: PlanFacts, path: str, against: Estimate | None = None, aga
         series.append(against_series(against, against_label))
     figure, axis = plt.subplots(figsize=(10, 4))
     for item in series:
-        axis.plot(item.points, color=item.colour, label=item.label, linestyle="--" if item.dashed else "-", linewidth=1.2)
+        axis.plot(item.points, color=item.colour, label=item.label, linestyle="--" if item.dashed else "-",
+                  linewidth=1.2)
     for label, value in budget_lines(facts.budgets):
         axis.axhline(value, color=COLOURS["budget"], linestyle=":", linewidth=0.8)
         axis.annotate(label, (len(plan.steps) - 1, value), fontsize=7, ha="right", va="bottom")
     axis.axvline(result.total_peak_step, color="black", linewidth=0.8)
-    axis.annotate(f"peak {result.raw_peak:,} B at step {result.total_peak_step}", (result.total_peak_step, result.raw_peak),
-                  fontsize=8, xytext=(4, 4), textcoords="offset points")
+    axis.annotate(f"peak {result.raw_peak:,} B at step {result.total_peak_step}",
+                  (result.total_peak_step, result.raw_peak), fontsize=8, xytext=(4, 4), textcoords="offset points")
     axis.set_xlabel("step")
     axis.set_ylabel("bytes per tile")
     axis.set_title(f"{plan.scope}: usage per step")

@@ -172,7 +172,8 @@ def contributors_table(plan: Plan, result: Estimate, step_index: int, top: int =
     """The largest live values (and scratch) at one step."""
     step = plan.steps[step_index]
     table = Table(title=f"top contributors at step {step_index} ({step.parsed_operation.kind})")
-    for name, justify in (("value", "right"), ("name", "left"), ("class", "left"), ("bytes", "right"), ("share", "right")):
+    for name, justify in (("value", "right"), ("name", "left"), ("class", "left"), ("bytes", "right"),
+                          ("share", "right")):
         table.add_column(name, justify=justify)
     total = result.standard[step_index] + result.interleaved[step_index]
     live = live_values(plan, result, step_index)
@@ -199,7 +200,8 @@ def graph_lines(plan: Plan, flow: Dataflow) -> Iterable[str]:
             line += f"  [released {', '.join(map(str, step_flow.releases))}]"
         yield line
     for family in flow.families:
-        reader = "-" if family.sum_step is None else f"{family.sum_step} ({plan.steps[family.sum_step].parsed_operation.kind})"
+        reader = ("-" if family.sum_step is None
+                  else f"{family.sum_step} ({plan.steps[family.sum_step].parsed_operation.kind})")
         yield (
             f"gemm family at step {family.gemm_step}: left {family.left} (from {_or_dash(family.left_source)}), "
             f"right {family.right} (from {_or_dash(family.right_source)}), partials {_or_dash(family.partials)} "
@@ -299,13 +301,15 @@ def explanation_lines(explanation, holders: int = 6) -> list[str]:
         if item.least is not None:
             fits = f"{item.least:,} B would fit ({item.options})"
         else:
-            fits = "raising it alone is not enough" if item.enough_alone is False else "the least that fits was not found in time"
+            fits = ("raising it alone is not enough" if item.enough_alone is False
+                    else "the least that fits was not found in time")
         lines.append(f"  {item.budget} (now {item.bytes:,} B): {fits}")
     if explanation.lowest_peak is not None:
         within = f" within the {' and the '.join(explanation.lowest_within)}" if explanation.lowest_within else ""
         lines.append(f"  the lowest raw peak any layout reaches{within}: {explanation.lowest_peak:,} B")
     for freedom in explanation.freedoms:
-        verdict = {True: "the budgets can be met", False: "still does not fit", None: "not decided in time"}[freedom.fits]
+        verdict = {True: "the budgets can be met", False: "still does not fit",
+                   None: "not decided in time"}[freedom.fits]
         lines.append(f"  with {freedom.options}: {verdict}")
     return lines
 
@@ -405,7 +409,8 @@ def optimize_summary(result, source: str, output: str | None) -> dict:
         "bound_windows": solved.windows,
         "build_seconds": round(solved.build_seconds, 4),
         "solve_seconds": round(solved.solve_seconds, 4),
-        "first_solution_seconds": None if solved.first_solution_seconds is None else round(solved.first_solution_seconds, 4),
+        "first_solution_seconds": (None if solved.first_solution_seconds is None
+                                   else round(solved.first_solution_seconds, 4)),
         "budgets": {
             "budget_bytes": result.budgets.budget_bytes,
             "interleaved_budget_bytes": result.budgets.interleaved_budget_bytes,
@@ -421,7 +426,8 @@ def _exchange_fields(result) -> dict:
         "exchange_bytes_before": result.exchange_before,
         "exchange_bytes_after": result.exchange_after,
         "exchange_bytes_added": result.exchange_bytes_added,
-        "exchange": {"input": exchange_summary(result.input_exchange), "output": exchange_summary(result.output_exchange)},
+        "exchange": {"input": exchange_summary(result.input_exchange),
+                     "output": exchange_summary(result.output_exchange)},
         "model_exchange_bytes_before": result.model_exchange_before,
         "model_exchange_bytes_after": result.model_exchange_after,
         "model_exchange_bound": result.solve.exchange_bound,
@@ -448,8 +454,8 @@ def sweep_table(sweep) -> Table:
 def explore_table(rows) -> Table:
     """The ranked exploration: best optimised peak first, failures last with their reason."""
     table = Table(title="ipuplan explore: ranked by optimised raw peak")
-    headers = ("#", "file", "scope", "input peak", "optimised", "reduction", "fits before", "fits after", "status", "gap",
-               "time")
+    headers = ("#", "file", "scope", "input peak", "optimised", "reduction", "fits before", "fits after", "status",
+               "gap", "time")
     for name in headers:
         table.add_column(name, justify="left" if name in ("file", "scope", "status") else "right")
     for rank, row in enumerate(rows, 1):

@@ -116,7 +116,8 @@ def _left(settings: SolverSettings, started: float, known: Known) -> SolverSetti
     settings = replace(settings, start=known.choice)
     if settings.deterministic:
         return settings
-    return replace(settings, time_limit=max(settings.time_limit - (time.perf_counter() - started), settings.time_limit / 10))
+    return replace(settings,
+                   time_limit=max(settings.time_limit - (time.perf_counter() - started), settings.time_limit / 10))
 
 
 @dataclass(frozen=True)

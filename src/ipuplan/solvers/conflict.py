@@ -288,7 +288,8 @@ def _unless(problem: Problem, others: list[ConflictRow]) -> str:
     if len(others) == 1:
         other = problem.limits[others[0].limit]
         return f"unless the {other.name} ({other.bytes:,} bytes) is exceeded at step {problem.rows[others[0].row].step}"
-    return f"unless one of {len(others)} other budget-at-a-step limits is exceeded (a minimal conflict; --json lists each)"
+    return (f"unless one of {len(others)} other budget-at-a-step limits is exceeded "
+            "(a minimal conflict; --json lists each)")
 
 
 def _lowest(lowest: LowestPeak) -> str:

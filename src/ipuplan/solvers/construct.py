@@ -189,7 +189,8 @@ def _settled(problem: Problem, choice: list[int], objective: Objective, pairing:
     for _ in range(PASSES):
         moved = False
         for g in pairing.incident:
-            exchange = np.minimum(np.asarray(problem.exchange[g], dtype=np.int64), FORBIDDEN) + pairing.prices(g, choice)
+            exchange = (np.minimum(np.asarray(problem.exchange[g], dtype=np.int64), FORBIDDEN)
+                        + pairing.prices(g, choice))
             keys = (sizes[g], exchange, changes[g]) if objective == Objective.PEAK else (exchange, changes[g], sizes[g])
             keys = (pairing.forbidden(g, choice) + np.zeros(len(exchange), dtype=np.int64), *keys)
             best = int(np.lexsort(tuple(reversed(keys)))[0])

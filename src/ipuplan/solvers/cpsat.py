@@ -139,7 +139,8 @@ def build_model(problem: Problem, soft: bool = False) -> LayoutChoices:
     peak = model.new_int_var(min(floor, ceiling), max(floor, ceiling), "peak")
     if rows.peak_cap is not None:
         model.add(peak <= rows.peak_cap)
-    over = tuple(model.new_int_var(0, max(ceiling * 2, 1), f"over_{limit.name}") for limit in problem.limits) if soft else ()
+    over = (tuple(model.new_int_var(0, max(ceiling * 2, 1), f"over_{limit.name}") for limit in problem.limits)
+            if soft else ())
     for rule_rows in rows.rules:
         _add_rule(model, rule_rows, problem.limits, peak.index, [v.index for v in over])
     variables = [v for row in choose for v in row]
@@ -193,7 +194,8 @@ def _add_rule(model: cp_model.CpModel, rule_rows: RuleRows, limits, peak: int, o
     extra = [peak] if rule.limit is None else [over[rule.limit]] if over else []
     cap = 0 if rule.limit is None else limits[rule.limit].bytes
     tail = [-1] * len(extra)
-    for constant, a, b in zip(rule_rows.constant.tolist(), rule_rows.indptr[:-1].tolist(), rule_rows.indptr[1:].tolist()):
+    for constant, a, b in zip(rule_rows.constant.tolist(), rule_rows.indptr[:-1].tolist(),
+                              rule_rows.indptr[1:].tolist()):
         _add_linear(model, columns[a:b] + extra, coefficients[a:b] + tail, _FLOOR, cap - constant)
 
 
@@ -345,7 +347,8 @@ def run_phases(choices: LayoutChoices, ordered: list[Phase], settings: SolverSet
             outcomes.append(PhaseOutcome(phase, status, 0, bound // phase.weight))
             break
         value = int(solver.value(phase.expression))  # exact: the objective value is a double
-        outcomes.append(PhaseOutcome(phase, status, value // phase.weight, int(solver.best_objective_bound) // phase.weight))
+        outcomes.append(PhaseOutcome(phase, status, value // phase.weight,
+                                     int(solver.best_objective_bound) // phase.weight))
         choice = choices.chosen(solver)
         if not last:
             choices.model.add(phase.expression <= value)
@@ -479,7 +482,8 @@ def _without_windows(problem: Problem, settings: SolverSettings) -> SolveResult:
     return solve_reduced(problem, settings, windows=False)
 
 
-def _no_worse_than_hint(choices: LayoutChoices, problem: Problem, begun: Start, objective: Objective, soft: bool) -> None:
+def _no_worse_than_hint(choices: LayoutChoices, problem: Problem, begun: Start, objective: Objective,
+                        soft: bool) -> None:
     """A hint that fits caps the first term at its value: whatever CP-SAT returns is at least as good
     (at 10k values, with presolve, it otherwise returned a peak 23% above the hint's)."""
     usage = problem.usage(begun.choice)
@@ -502,7 +506,8 @@ def _constructed_result(problem: Problem, begun: Start, settings: SolverSettings
     return SolveResult(status, begun.choice, usage.peak, bound, exchange_bytes=problem.exchange_of(begun.choice),
                        changed_values=problem.changed_of(begun.choice), objective=settings.objective,
                        exchange_bound=problem.exchange_of(begun.choice) if status == SolveStatus.OPTIMAL
-                       and settings.objective == Objective.FIT else None, constructed=begun.constructed, **timing, **sizes)
+                       and settings.objective == Objective.FIT else None, constructed=begun.constructed,
+                       **timing, **sizes)
 
 
 def solve_reduced(problem: Problem, settings: SolverSettings, progress: Progress | None = None,
@@ -552,7 +557,8 @@ def _solve_from(problem: Problem, settings: SolverSettings, progress: Progress |
         begun, settings, first = _neighbourhoods(problem, settings, progress, begun, started)
         if not whole_model_fits(problem):
             elapsed = time.perf_counter() - started
-            return _constructed_result(problem, begun, settings, SolveStatus.FEASIBLE if _valid(problem, begun.choice) else
+            return _constructed_result(problem, begun, settings,
+                                       SolveStatus.FEASIBLE if _valid(problem, begun.choice) else
                                        SolveStatus.NO_SOLUTION, {"solve_seconds": elapsed,
                                                                  "first_solution_seconds": first}, model_size(problem))
     choices = build_model(problem, soft)
@@ -607,7 +613,8 @@ def solve_part(problem: Problem, seconds: float, seed: int, workers: int = 1) ->
     solver.parameters.random_seed = seed
     solver.parameters.max_time_in_seconds = seconds
     status = solver.solve(choices.model)
-    return status == cp_model.OPTIMAL, choices.chosen(solver) if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
+    return (status == cp_model.OPTIMAL,
+            choices.chosen(solver) if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None)
 
 
 def _neighbourhoods(problem: Problem, settings: SolverSettings, progress: Progress | None, begun: Start,
@@ -627,8 +634,8 @@ def _neighbourhoods(problem: Problem, settings: SolverSettings, progress: Progre
         if progress is not None:
             progress(phase, objective, bound, seconds)
 
-    improved = search(problem, begun.choice, settings.time_limit - elapsed, partial(solve_part, workers=settings.workers),
-                      settings.seed, on_improved, started)
+    improved = search(problem, begun.choice, settings.time_limit - elapsed,
+                      partial(solve_part, workers=settings.workers), settings.seed, on_improved, started)
     return replace(begun, choice=improved, constructed=True), settings, first if first is not None else min(
         heard, default=None)
 

@@ -1,4 +1,5 @@
-"""HiGHS backend: the same one-hot model (the same reduced rows) as CP-SAT, as a MIP through SciPy (`pip install 'ipuplan[highs]'`).
+"""HiGHS backend: the same one-hot model (the same reduced rows) as CP-SAT, as a MIP through SciPy
+(`pip install 'ipuplan[highs]'`).
 
 Phase 1 minimises the peak; phase 2 fixes it and minimises exchange bytes x weight + changed values (where that
 weighted sum is exact in doubles, `Problem.ties_combine`; otherwise exchange bytes, then changed values with the
@@ -51,7 +52,8 @@ class _Columns:
     def count(self) -> int:
         return self.peak + 1 + self.pairs.count
 
-    def vector(self, booleans: np.ndarray | None = None, peak: float = 0.0, pairs: np.ndarray | None = None) -> np.ndarray:
+    def vector(self, booleans: np.ndarray | None = None, peak: float = 0.0,
+               pairs: np.ndarray | None = None) -> np.ndarray:
         """A row over every column: `booleans` on the candidates, `peak` on the peak, `pairs` on the pairs."""
         vector = np.zeros(self.count)
         if booleans is not None:
@@ -74,12 +76,14 @@ def _matrix(problem: Problem, columns: _Columns, peak_cap: int | None, caps: lis
     definitions = np.repeat(np.arange(sums.count), np.diff(sums.indptr))
     parts.append((np.concatenate([np.arange(sums.count), definitions]),
                   np.concatenate([booleans + np.arange(sums.count), sums.columns]),
-                  np.concatenate([np.ones(sums.count), -sums.coefficients]), np.zeros(sums.count), np.zeros(sums.count)))
+                  np.concatenate([np.ones(sums.count), -sums.coefficients]), np.zeros(sums.count),
+                  np.zeros(sums.count)))
     for rule_rows in rows.rules:
         count = len(rule_rows.rows)
         at = np.repeat(np.arange(count), np.diff(rule_rows.indptr))
         if rule_rows.rule.limit is None:
-            parts.append((np.concatenate([at, np.arange(count)]), np.concatenate([rule_rows.columns, np.full(count, peak)]),
+            parts.append((np.concatenate([at, np.arange(count)]),
+                          np.concatenate([rule_rows.columns, np.full(count, peak)]),
                           np.concatenate([rule_rows.coefficients, -np.ones(count)]), np.full(count, -np.inf),
                           -rule_rows.constant.astype(float)))
         else:
@@ -196,7 +200,8 @@ def _fit(problem: Problem, columns: _Columns, settings: SolverSettings, progress
         progress("exchange", exchange, bound, elapsed)
     status = SolveStatus.OPTIMAL if result.status == 0 else SolveStatus.FEASIBLE
     return SolveResult(status, choice, problem.usage(choice).peak, problem.lower_bound(), solve_seconds=elapsed,
-                       first_solution_seconds=elapsed, exchange_bytes=exchange, changed_values=problem.changed_of(choice),
+                       first_solution_seconds=elapsed, exchange_bytes=exchange,
+                       changed_values=problem.changed_of(choice),
                        objective=Objective.FIT, exchange_bound=exchange if status == SolveStatus.OPTIMAL else bound,
                        **sizes)
 

@@ -30,7 +30,8 @@ RELIEF_MOVES = 4000
 DESCENT_PASSES = 50
 """Passes of `descend` over its queue at most (each pass that moves lowers the exchange, so it ends anyway)."""
 
-def _induced_forest(problem: Problem, incident, order: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int, np.ndarray]]]:
+def _induced_forest(problem: Problem, incident,
+                    order: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int, np.ndarray]]]:
     """Groups taken in `order` while the edges between the taken ones stay a forest; (which are taken, the forest's
     edges as (child, parent, costs with the child's candidates as rows), parents before children)."""
     taken = np.zeros(problem.groups, dtype=bool)
@@ -208,7 +209,8 @@ class RowPrices:
         offsets = np.cumsum([0, *problem.candidate_counts])
         of_term = np.repeat(np.arange(table.terms), table.counts)
         self.term_of = of_term
-        self.flat = offsets[table.group[of_term]] + np.arange(len(table.standard)) - np.repeat(table.start, table.counts)
+        self.flat = (offsets[table.group[of_term]] + np.arange(len(table.standard))
+                     - np.repeat(table.start, table.counts))
         self.candidates = int(offsets[-1])
         self.prices = [np.zeros(len(problem.rows)) for _ in problem.limits]
 
@@ -274,7 +276,8 @@ def lagrangian(problem: Problem, start, index: GroupRows | None = None, rounds: 
                deadline: float | None = None, on_valid: Callable[[tuple[int, ...]], None] | None = None
                ) -> tuple[int, ...]:
     """The best (fewest forbidden picks, least excess, least exchange) of `start` (improved by `descend` when it is
-    valid; when the rounds leave none valid, the best's descent) and the rounds' repaired choices (module docstring); no round begins after `deadline` (a
+    valid; when the rounds leave none valid, the best's descent) and the rounds' repaired choices (module docstring);
+    no round begins after `deadline` (a
     `time.perf_counter` value), nor after one that left an invalid best no better, so that a start that is stuck
     leaves the time to another; `on_valid` hears of the first valid choice. `index`: the problem's GroupRows (the shared
     one, `group_rows`, when not given)."""

@@ -229,7 +229,8 @@ def _rule_rows(problem: Problem, first: np.ndarray, clusters: Clusters, rule: Ru
                 row_parts.append(cluster_rows)
                 column_parts.append(np.full(len(cluster_rows), booleans + column))
                 coefficient_parts.append(np.full(len(cluster_rows), weight))
-    rows, columns, coefficients = (np.concatenate(p).astype(np.int64) for p in (row_parts, column_parts, coefficient_parts))
+    rows, columns, coefficients = (np.concatenate(p).astype(np.int64)
+                                   for p in (row_parts, column_parts, coefficient_parts))
     cap = floor if rule.limit is None else problem.limits[rule.limit].bytes
     keep = most > cap
     order = np.argsort(rows, kind="stable")

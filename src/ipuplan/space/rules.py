@@ -104,7 +104,8 @@ def layout_groups(facts: PlanFacts) -> tuple[LayoutGroup, ...]:
     return tuple(tuple(members) for members in groups.values())
 
 
-def freeze_reason(context: Context, members: LayoutGroup, kernel_steps: frozenset[int] = frozenset()) -> FreezeReason | None:
+def freeze_reason(context: Context, members: LayoutGroup,
+                  kernel_steps: frozenset[int] = frozenset()) -> FreezeReason | None:
     """Why a layout group must keep its layout, or None.
 
     Movers may read and write it; so may `kernel_steps`, the steps of a Gemm family that
@@ -149,7 +150,8 @@ def _unread(context: Context, members: LayoutGroup, kernel_steps: frozenset[int]
     unshown = sorted({s for m in members for s in context.unshown_readers.get(m, ())})
     outside = [s for s in unshown if s not in kernel_steps]
     if outside:
-        also = f"; also at step{'s' if len(outside) > 2 else ''} {', '.join(map(str, outside[1:]))}" if outside[1:] else ""
+        also = (f"; also at step{'s' if len(outside) > 2 else ''} {', '.join(map(str, outside[1:]))}"
+                if outside[1:] else "")
         kind = context.facts.plan.steps[outside[0]].parsed_operation.kind
         return FreezeReason(Freeze.UNSHOWN_READ, outside[0], kind,
                             detail=f"an operand the dataflow does not show: it stays live past the step{also}")
@@ -171,7 +173,8 @@ def tiling_signature(rank: int, layout: Layout) -> tuple:
     """How a tensor is cut and placed, independent of replicas and memory class."""
     return tuple(
         sorted(
-            (axis.axis.dimension(rank) if axis.axis.kind != "Linear" else -1, axis.partitions, axis.block_size, axis.tile_stride)
+            (axis.axis.dimension(rank) if axis.axis.kind != "Linear" else -1, axis.partitions, axis.block_size,
+             axis.tile_stride)
             for axis in layout.axes
             if axis.partitions > 1
         )
@@ -238,7 +241,8 @@ def family_key(facts: PlanFacts, members: LayoutGroup, roles: tuple[int | None, 
     scratch that scales with them (steps relative to the Gemm) and their movers: equal families share candidates."""
     values = facts.plan.values
     return (tuple((*sizing_key(values[m], m in facts.amp_aligned), roles.index(role_of[m])) for m in members),
-            tuple((step - gemm_step, position, standard, interleaved) for step, position, standard, interleaved in ratios),
+            tuple((step - gemm_step, position, standard, interleaved)
+                  for step, position, standard, interleaved in ratios),
             moved)
 
 
@@ -264,7 +268,8 @@ def scratch_ratios(facts: PlanFacts, members: LayoutGroup) -> tuple[ScratchRatio
             if scratch.standard == scratch.interleaved == 0:
                 continue
             shard = facts.estimate.values[member].shard_bytes
-            if len(flow.steps[step].writes) != 1 or shard == 0 or scratch.standard % shard or scratch.interleaved % shard:
+            if (len(flow.steps[step].writes) != 1 or shard == 0 or scratch.standard % shard
+                    or scratch.interleaved % shard):
                 raise Frozen(FreezeReason(Freeze.SCRATCH, step))
             ratios.append((step, position, scratch.standard // shard, scratch.interleaved // shard))
     return tuple(ratios)
@@ -331,7 +336,8 @@ def left_out_of(facts: PlanFacts, members: LayoutGroup, role_of: dict[int, int],
     for step, position, standard, interleaved in ratios:
         shard = shards[role_of[members[position]]]
         scratch[step] = (shard * standard, shard * interleaved)
-    return LeftOut(np.column_stack(columns).astype(np.int64), tuple(values[m].memory_class == STANDARD for m in members),
+    return LeftOut(np.column_stack(columns).astype(np.int64),
+                   tuple(values[m].memory_class == STANDARD for m in members),
                    tuple((step, s, i) for step, (s, i) in scratch.items()), tuple(splits))
 
 
@@ -356,7 +362,8 @@ def held_family(context: Context, family: Family, members: LayoutGroup, group_of
 
 
 def each_family(context: Context, groups: tuple[LayoutGroup, ...], families: tuple[Family, ...],
-                decide: Callable[[Context, Family, dict[int, LayoutGroup], dict], FreeGroup | FrozenGroup]) -> Decisions:
+                decide: Callable[[Context, Family, dict[int, LayoutGroup], dict],
+                                 FreeGroup | FrozenGroup]) -> Decisions:
     """Every family whose groups are all unclaimed, decided as one unit by `decide(context, family,
     group_of, cache)`; a family sharing values with an earlier one is frozen (`cache` lets equal
     families share their candidates)."""

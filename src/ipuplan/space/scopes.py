@@ -105,7 +105,7 @@ def scopes_in_words() -> str:
     >>> for said in scopes_in_words().split(" or "): print(said)
     storage (any layout of a storage value), kernels (storage + Gemm families, attention products), full (kernels + element-wise families, memory classes)
     program (full + parameters stored sharded and gathered by inserted Copy steps)
-    """
+    """  # noqa: E501  (a doctest's expected output, compared byte for byte: it cannot be wrapped)
     said, before = [], None
     for scope in Scope:
         new = [level.frees for level in levels_of(scope) if before is None or before not in level.scopes]

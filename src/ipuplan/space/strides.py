@@ -21,9 +21,11 @@ STRIDES_LABEL = "strides"
 
 def radix_orders(layout: Layout) -> list[Layout]:
     """The layout with its partitioned axes all placed, mixed radix, in every order but the canonical one
-    (placed axes by stride, then the ones the plan left to the compiler, as `ipuplan.facts.exchange_proxy` places them)."""
+    (placed axes by stride, then the ones the plan left to the compiler, as `ipuplan.facts.exchange_proxy` places
+    them)."""
     split = [i for i, axis in enumerate(layout.axes) if axis.partitions > 1]
-    current = tuple(sorted(split, key=lambda i: (layout.axes[i].tile_stride is None, layout.axes[i].tile_stride or 0, i)))
+    current = tuple(sorted(
+        split, key=lambda i: (layout.axes[i].tile_stride is None, layout.axes[i].tile_stride or 0, i)))
     variants = []
     for order in permutations(split):
         if order == current:

@@ -169,7 +169,8 @@ class FreezeReason:
     @property
     def group_label(self) -> str:
         """The reason without step numbers and value ids, to group like with like."""
-        text = f"{self.kind.value} {self.operation}" if self.operation and self.kind in _NAMES_OPERATION else self.kind.value
+        text = (f"{self.kind.value} {self.operation}" if self.operation and self.kind in _NAMES_OPERATION
+                else self.kind.value)
         return f"Gemm family: {text}" if self.family_step is not None else text
 
     def in_family(self, gemm_step: int, value: int | None = None) -> FreezeReason:

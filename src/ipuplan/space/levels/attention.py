@@ -138,7 +138,8 @@ def _group_signature(facts: PlanFacts, family: AttentionFamily, members: rules.L
         rules.family_key(facts, members, family.members, role_of, ratios, family.gemm_step, moved),
         tuple(family.roles[v] for v in family.members),
         None if total is None else (total.layout, tuple(total.shape), total.precision),
-        None if total is None else (family.sum_step - family.gemm_step, sum_scratch_interleaved(facts.plan, family.sum_step)),
+        None if total is None
+        else (family.sum_step - family.gemm_step, sum_scratch_interleaved(facts.plan, family.sum_step)),
     )
 
 

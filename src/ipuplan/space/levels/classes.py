@@ -21,7 +21,8 @@ class; a value never live takes no memory in either class."""
 
 
 def gemm_touched(context: rules.Context) -> frozenset[int]:
-    """Values born or dying at a Gemm step, and values live at a recognised family's own steps that it reads or writes."""
+    """Values born or dying at a Gemm step, and values live at a recognised family's own steps that it reads or
+    writes."""
     facts = context.facts
     plan, live, flow = facts.plan, facts.live, facts.flow
     touched: set[int] = set()

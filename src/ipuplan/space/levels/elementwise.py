@@ -160,7 +160,8 @@ def splits_of(facts: PlanFacts, family: ElementwiseFamily, members: rules.Layout
                        shards)
 
 
-def split_layouts(facts: PlanFacts, family: ElementwiseFamily, members: rules.LayoutGroup, split: Split) -> tuple[Layout, ...]:
+def split_layouts(facts: PlanFacts, family: ElementwiseFamily, members: rules.LayoutGroup,
+                  split: Split) -> tuple[Layout, ...]:
     """Every member's layout under `split`: full-shape members cut as the template, parameters beside them."""
     values = facts.plan.values
     template = values[family.template].parsed_layout
@@ -192,7 +193,8 @@ def _cut_as(layout: Layout, rank: int, cuts: dict, replicas: int) -> Layout:
         dimension = axis.axis.dimension(rank)
         if dimension in cuts:
             block, parts, stride = cuts[dimension]
-            axis = replace(_with_block(axis, block), partitions=parts, tile_stride=stride if parts > 1 else axis.tile_stride)
+            axis = replace(_with_block(axis, block), partitions=parts,
+                           tile_stride=stride if parts > 1 else axis.tile_stride)
         axes.append(axis)
     return replace(layout, axes=tuple(axes), replicas=replicas, tile_count=replicas * prod(a.partitions for a in axes))
 

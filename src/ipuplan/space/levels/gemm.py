@@ -323,7 +323,8 @@ def _parts(context: Context, family: KernelFamily, group_of: dict[int, LayoutGro
     return _Parts(members, role_of, held, moved_tensors(facts, members), ratios)
 
 
-def family_group(context: Context, family: KernelFamily, group_of: dict[int, LayoutGroup], cache: dict) -> FreeGroup | FrozenGroup:
+def family_group(context: Context, family: KernelFamily, group_of: dict[int, LayoutGroup],
+                 cache: dict) -> FreeGroup | FrozenGroup:
     """The family as one free group (every member and its aliases), or frozen with the reason.
 
     `cache` maps a family's signature to its candidates, so repeated structures are derived once.

@@ -57,7 +57,8 @@ def flat_sizes(shape: tuple[int, ...], element_size: int, tiles: int) -> list[tu
 def block_variants(layout: Layout) -> list[Layout]:
     """The layout with the K (row) block of its BlockMajor order cut into whole granules, order fields kept in step."""
     order = layout.order
-    if not (isinstance(order, Call) and order.name == "BlockMajor" and order.args and isinstance(order.args[0], Struct)):
+    if not (isinstance(order, Call) and order.name == "BlockMajor" and order.args
+            and isinstance(order.args[0], Struct)):
         return []
     inner = order.args[0]
     fields = BLOCK_FIELDS.get(inner.name)

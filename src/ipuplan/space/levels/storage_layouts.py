@@ -65,7 +65,8 @@ def partition_vectors(shape: tuple[int, ...], layout: Layout, tiles: int) -> lis
 
 def placed_strides(layout: Layout, partitions: tuple[int, ...]) -> tuple[int | None, ...]:
     """Mixed-radix strides over the axes the input placed, in the input's stride order: distinct tiles."""
-    placed = sorted((axis.tile_stride, position) for position, axis in enumerate(layout.axes) if axis.tile_stride is not None)
+    placed = sorted((axis.tile_stride, position)
+                    for position, axis in enumerate(layout.axes) if axis.tile_stride is not None)
     strides: list[int | None] = [None] * len(layout.axes)
     radix = 1
     for _, position in placed:

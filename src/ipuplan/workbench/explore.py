@@ -129,7 +129,8 @@ def explore_one(path: str, out_dir: str, options: OptimizeOptions) -> ExploreRow
         message = f"{error.filename or source}: {error.strerror}"
         return replace(row, error=message, seconds=time.perf_counter() - started)
     except Exception as error:  # noqa: BLE001  (one plan's bug is that plan's row, never the end of the batch)
-        return replace(row, error=f"internal error: {type(error).__name__}: {error}", seconds=time.perf_counter() - started)
+        return replace(row, error=f"internal error: {type(error).__name__}: {error}",
+                       seconds=time.perf_counter() - started)
     short = result.best_effort and not result.after.fits_budget
     return replace(
         row,
@@ -205,8 +206,8 @@ def write_summaries(rows: list[ExploreRow], out_dir: Path) -> None:
     """summary.json and summary.csv, each written atomically."""
     records = summary_rows(rows)
     write_atomically(out_dir / SUMMARY_JSON, json.dumps({"rows": records}, indent=2) + "\n")
-    columns = ["rank", "scope", "input", "output", "output_sha256", "status", "input_peak", "optimized_peak", "reduction",
-               "fits_before", "fits_after", "exchange_added", "gap", "seconds", "skipped", "error"]
+    columns = ["rank", "scope", "input", "output", "output_sha256", "status", "input_peak", "optimized_peak",
+               "reduction", "fits_before", "fits_after", "exchange_added", "gap", "seconds", "skipped", "error"]
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
@@ -360,7 +361,8 @@ def _stop_workers(workers: list[_Worker]) -> None:
         worker.reader.close()
 
 
-def _run_ray(todo: list[Path], out_dir: Path, options: OptimizeOptions, address: str | None, on_row) -> list[ExploreRow]:
+def _run_ray(todo: list[Path], out_dir: Path, options: OptimizeOptions, address: str | None,
+             on_row) -> list[ExploreRow]:
     try:
         import ray
     except ImportError:
@@ -584,7 +586,8 @@ def explore(
         raise PlanError(f"unknown executor {executor!r}; choose local or ray", source="explore")
     require_output_folder(out, inputs=tuple(files))
     jobs, solver_workers = job_layout(jobs)
-    options = options.with_values(workers=1 if executor == "ray" else min(options.workers or solver_workers, solver_workers))
+    options = options.with_values(workers=1 if executor == "ray"
+                                  else min(options.workers or solver_workers, solver_workers))
     previous = _previous_rows(out)
     notify = on_row or (lambda row: None)
     kept = {}

@@ -266,7 +266,8 @@ def problem_of(instance: Instance) -> Problem:
     counts = instance.strategy_counts.tolist()
     rows = usage_rows(instance)
     limits = () if instance.usage_limit is None else (Limit("usage", 1, 0, instance.usage_limit),)
-    return Problem(candidate_counts=tuple(counts), input_choice=(0,) * instance.nodes, group_sizes=(0,) * instance.nodes,
+    return Problem(candidate_counts=tuple(counts), input_choice=(0,) * instance.nodes,
+                   group_sizes=(0,) * instance.nodes,
                    rows=rows, exchange=unary_costs(instance), limits=limits, steps_total=len(rows),
                    edges=pairwise_costs(instance))
 

@@ -154,7 +154,8 @@ def judge(case: Case, folder: Path, before: dict, result: tuple, tally: Tally, l
     elif code not in (0, 4) and case.words and not all(word in " ".join(errors) for word in case.words):
         tally.fail("unexpected exit", label, f"words {case.words} not in {errors}")
     for name, data in before.items():
-        if name.split("/")[0] not in case.outputs and (not (folder / name).exists() or (folder / name).read_bytes() != data):
+        if name.split("/")[0] not in case.outputs and (not (folder / name).exists()
+                                                       or (folder / name).read_bytes() != data):
             tally.fail("inputs changed", label, name)
     for path in folder.rglob("*"):
         relative = str(path.relative_to(folder))
@@ -208,7 +209,8 @@ def run_case(case: Case, work: Path, tally: Tally, signal_at: float | None = Non
         before = {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
         if case.disk is not None:
             (folder / "full").mkdir()
-            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={case.disk}", "tmpfs", str(folder / "full")], check=True)
+            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={case.disk}", "tmpfs", str(folder / "full")],
+                           check=True)
         try:
             result = launch(case, folder, signal_at, signum)
             moment = "" if signal_at is None else f" +{signal.Signals(signum).name}@{signal_at:g}s"
@@ -352,7 +354,8 @@ def signal_cases() -> list[Case]:
                                                 "--dump-model", "m.pbtxt", "--workers", "1", "--json"], set(),
              outputs=("o.json", "r.html", "m.pbtxt")),
         Case("synth", ["synth", "p.json", "-o", "s.json", "--unroll", "30"], set(), outputs=("s.json",)),
-        Case("report --png", ["report", "u6.json", "-o", "r.html", "--png", "t.png"], set(), outputs=("r.html", "t.png")),
+        Case("report --png", ["report", "u6.json", "-o", "r.html", "--png", "t.png"], set(),
+             outputs=("r.html", "t.png")),
         Case("sweep --json", ["sweep", "p.json", "--points", "6", "--json"], set()),
         Case("explore --jobs 2", ["explore", "plans", "-o", "out", "--jobs", "2", "--scope", "kernels",
                                   "--time-limit", "30"], set(), outputs=("out",)),

@@ -116,9 +116,9 @@ def main() -> None:
             rows.append(row)
             print_table([row])
     print_table(rows, "capacity per scope (--workers 1; chip budgets 586,960 / 424,880 / 49,152)")
-    RESULTS.write_text("# Capacity per scope\n\n`.venv/bin/python benchmarks/capacity.py` (a benchmark: CLI runs in fresh "
-                       "processes, `--workers 1`, the real chip's budgets 586,960 total / 424,880 interleaved / 49,152 "
-                       "support reserve for the layer counts).\n\n" + markdown(rows) + "\n")
+    RESULTS.write_text("# Capacity per scope\n\n`.venv/bin/python benchmarks/capacity.py` (a benchmark: CLI runs in "
+                       "fresh processes, `--workers 1`, the real chip's budgets 586,960 total / 424,880 interleaved / "
+                       "49,152 support reserve for the layer counts).\n\n" + markdown(rows) + "\n")
 
 
 if __name__ == "__main__":

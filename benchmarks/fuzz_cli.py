@@ -56,7 +56,8 @@ def main() -> None:
     fuzz_cases.main = counting_main
     started = time.perf_counter()
     case()
-    rows = [{"command": c, "output fault": f, "exit code": code, "cases": n} for (c, f, code), n in sorted(seen.items())]
+    rows = [{"command": c, "output fault": f, "exit code": code, "cases": n}
+            for (c, f, code), n in sorted(seen.items())]
     print_table(rows, f"{sum(seen.values())} cases in {time.perf_counter() - started:.0f} s, no failure")
 
 

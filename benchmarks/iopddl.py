@@ -1,4 +1,5 @@
-"""The solver core on the IOPDDL contest's instances (issue 23): one instance, or all of them with the contest's timeouts.
+"""The solver core on the IOPDDL contest's instances (issue 23): one instance, or all of them with the contest's
+timeouts.
 
     .venv/bin/python benchmarks/iopddl.py ../shared/iopddl/asplos-2025-iopddl-B.json.gz --time-limit 60 -o b.json
     .venv/bin/python benchmarks/iopddl.py --all ../shared/iopddl --results benchmarks/results/iopddl.md
@@ -118,7 +119,8 @@ def solve_instance(path: Path, time_limit: float, output: Path | None) -> dict:
 def print_run(run: dict) -> None:
     print(f"{run['instance']}: {run['nodes']:,} nodes, {run['edges']:,} edges, {run['rows']:,} rows; {run['status']}")
     print(f"  cost {run['cost']:,} ({'valid' if run['valid'] else 'NOT VALID'}: peak usage {run['peak_usage']:,} "
-          f"of {'no limit' if run['usage_limit'] is None else format(run['usage_limit'], ',')}, {run['forbidden']} forbidden costs paid; the solver said {run['solver_cost']:,})")
+          f"of {'no limit' if run['usage_limit'] is None else format(run['usage_limit'], ',')}, "
+          f"{run['forbidden']} forbidden costs paid; the solver said {run['solver_cost']:,})")
     first = "-" if run["first_valid_s"] is None else f"{run['first_valid_s']:.1f} s"
     print(f"  first valid solution {first}, wall {run['wall_s']:.1f} s, max RSS {run['rss_mb']:,} MB")
 
@@ -197,7 +199,8 @@ def table_row(letter: str, reference: Reference, run: dict | None, ended: str, p
     usable = run["valid"] and not run["forbidden"]
     cost = run["cost"]
     return {"instance": letter, "cost": f"{cost:,}" if cost < 10**15 else f"{cost:.3g}",
-            "valid": "yes" if usable else "no" + ("" if not run["forbidden"] else f" ({run['forbidden']} forbidden pairs"
+            "valid": "yes" if usable else "no" + ("" if not run["forbidden"]
+                                                  else f" ({run['forbidden']} forbidden pairs"
                                                    + (", usage within the limit)" if run["valid"] else ")")),
             "gap to best known": gap(cost, reference.best_known) if usable else "-",
             "gap to lower bound": gap(cost, reference.lower_bound) if usable else "-",
@@ -213,7 +216,8 @@ def disagreement(run: dict) -> str:
 
 
 def head_commit() -> str:
-    found = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False)
+    found = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                           check=False)
     return found.stdout.strip() or "?"
 
 

@@ -49,7 +49,8 @@ def main() -> None:
 
         def mark(stage: str) -> None:
             now, high = resident()
-            rows.append({"stage": stage, "seconds": time.perf_counter() - started, "RSS MB": now, "high-water MB": high})
+            rows.append({"stage": stage, "seconds": time.perf_counter() - started, "RSS MB": now,
+                         "high-water MB": high})
 
         mark("start")
         plan = load_plan(path)

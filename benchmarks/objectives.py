@@ -48,7 +48,8 @@ def objective_row(path: Path, scope: str, **budgets) -> dict:
     fit = optimize(plan, workers=1, scope=scope, objective="fit", **budgets)
     assert check(fit.plan) == [] and fit.after.fits_budget
     return {**row, "peak: raw peak": peak.after.raw_peak, "peak: exchange": peak.exchange_after,
-            "peak: changed": len(peak.changes), "fit: raw peak": fit.after.raw_peak, "fit: exchange": fit.exchange_after,
+            "peak: changed": len(peak.changes), "fit: raw peak": fit.after.raw_peak,
+            "fit: exchange": fit.exchange_after,
             "fit: status": fit.status.value, "fit: bound": fit.solve.exchange_bound, "fit: changed": len(fit.changes),
             "fit - peak exchange": fit.exchange_after - peak.exchange_after,
             "model = plan": (peak.model_exchange_after, fit.model_exchange_after) == (peak.exchange_after,
@@ -73,12 +74,14 @@ def exact_minimality(problem, pairs, rows) -> bool:
         return all(problem.limits[k].usage(int(usage.standard[r]), int(usage.interleaved[r])) <= problem.limits[k].bytes
                    for r, k in subset)
 
-    witnesses = all(row.need.choice is not None and holds(row.need.choice, [p for p in pairs if p != (row.row, row.limit)])
+    witnesses = all(row.need.choice is not None
+                    and holds(row.need.choice, [p for p in pairs if p != (row.row, row.limit)])
                     and not holds(row.need.choice, [(row.row, row.limit)]) for row in rows)
     return witnesses and least(problem, [], pairs, 10) is None
 
 
-def explanation_row(name: str, path: Path, scope: str, budget: int | None = None, interleaved: int | None = None) -> dict:
+def explanation_row(name: str, path: Path, scope: str, budget: int | None = None,
+                    interleaved: int | None = None) -> dict:
     plan = load_plan(path)
     options = OptimizeOptions(workers=1, scope=scope, budget=budget, interleaved_budget=interleaved)
     facts = plan_facts(plan, options.budgets_for(plan))
@@ -94,7 +97,8 @@ def explanation_row(name: str, path: Path, scope: str, budget: int | None = None
     pairs = [(row.row, row.limit) for row in found.rows]
     return {"case": name, "scope": scope, "conflict rows": len(explanation.steps),
             "rows": "; ".join(f"{s.budget.split()[0]}@{s.step} needs {s.needs:,}" for s in explanation.steps),
-            "minimal (module)": explanation.minimal, "minimal (checked here)": exact_minimality(problem, pairs, found.rows),
+            "minimal (module)": explanation.minimal,
+            "minimal (checked here)": exact_minimality(problem, pairs, found.rows),
             "explain s": explanation.seconds, "optimize->error s": whole, "< 5 s": explanation.seconds < 5}
 
 
@@ -128,7 +132,8 @@ def main() -> None:
         ("12layers-chip", chip / "vit-so400m-12layers-chip.json", "kernels", None, None),
     ]
     print_table([explanation_row(*case) for case in cases], "3. plans that cannot fit: the minimal explanation")
-    print_table([sweep_row(scope) for scope in SCOPES], "4. sweep of the reference plan (peaks walked by the proxy; each point's least exact exchange)")
+    print_table([sweep_row(scope) for scope in SCOPES],
+                "4. sweep of the reference plan (peaks walked by the proxy; each point's least exact exchange)")
 
 
 if __name__ == "__main__":

@@ -56,7 +56,8 @@ def anatomy(facts, space, step: int) -> list[dict]:
         entry[2] += slack
         entry[3] += size - after.values[value_id].shard_bytes
     scratch = plan.steps[step].scratch
-    rows = [{"step": step, "what": name, "values": n, "bytes": size, "above own smallest": slack, "granule padding": pad}
+    rows = [{"step": step, "what": name, "values": n, "bytes": size, "above own smallest": slack,
+             "granule padding": pad}
             for name, (n, size, slack, pad) in sorted(totals.items(), key=lambda item: -item[1][1])]
     rows.append({"step": step, "what": "scratch", "values": 0, "bytes": scratch.standard + scratch.interleaved,
                  "above own smallest": 0, "granule padding": 0})

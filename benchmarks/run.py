@@ -49,7 +49,8 @@ def synthesised(quick: bool) -> list[tuple[str, Plan]]:
         ("27 layers (budgets x6)", with_budget_factor(repeat_layers(reference, 27), 6.0)),
     ]
     if not quick:
-        plans.append(("27 layers x unroll 4 (budgets x6)", with_budget_factor(unroll(repeat_layers(reference, 27), 4), 6.0)))
+        plans.append(("27 layers x unroll 4 (budgets x6)",
+                      with_budget_factor(unroll(repeat_layers(reference, 27), 4), 6.0)))
     return plans
 
 
@@ -81,10 +82,12 @@ def compare(name: str, plan: Plan, seeds: int, time_limit: float, scope: str) ->
     problem = problem_of(facts, candidate_space(facts, scope))
     greedy = backend_run(plan, "greedy", scope=scope)
     mip = backend_run(plan, "highs", scope=scope, time_limit=time_limit)
-    runs = [backend_run(plan, "cpsat", scope=scope, time_limit=time_limit, seed=seed, workers=2) for seed in range(seeds)]
+    runs = [backend_run(plan, "cpsat", scope=scope, time_limit=time_limit, seed=seed, workers=2)
+            for seed in range(seeds)]
     row = {"plan": name, "values": len(plan.values), "steps": len(plan.steps),
            "candidates": sum(problem.candidate_counts), "input peak": facts.estimate.raw_peak,
-           "greedy": _peak(greedy), "greedy fits": greedy["fits"], "HiGHS": _peak(mip), "HiGHS s": round(mip["seconds"], 2)}
+           "greedy": _peak(greedy), "greedy fits": greedy["fits"], "HiGHS": _peak(mip),
+           "HiGHS s": round(mip["seconds"], 2)}
     if any(run["peak"] is None for run in runs):
         return {**row, "ipuplan": "infeasible (proven)", "lower bound": scope_floor(problem)}
     results = [run["result"] for run in runs]

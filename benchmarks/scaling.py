@@ -113,7 +113,8 @@ def targets(rows: list[dict]) -> list[dict]:
     for figure in ("wall s", "RSS MB"):
         fitted = exponent(rows, figure)
         found.append({"target": f"{figure.split()[0]} grows no faster than linearly (exponent <= 1.1)",
-                      "measured": "-" if fitted is None else f"{fitted:.2f}", "met": fitted is not None and fitted <= 1.1})
+                      "measured": "-" if fitted is None else f"{fitted:.2f}",
+                      "met": fitted is not None and fitted <= 1.1})
     return found
 
 

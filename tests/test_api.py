@@ -232,9 +232,10 @@ def test_explore_refuses_a_bool_option(tmp_path):
         ipuplan.explore([REFERENCE], tmp_path / "out", budget=True)
 
 
-@pytest.mark.parametrize(("values", "words"), [({"budget": True}, "option budget: expected a number, got the bool True"),
-                                               ({"workers": False}, "option workers: expected a number"),
-                                               ({"bogus": 1}, "option bogus: Extra inputs are not permitted")])
+@pytest.mark.parametrize(("values", "words"),
+                         [({"budget": True}, "option budget: expected a number, got the bool True"),
+                          ({"workers": False}, "option workers: expected a number"),
+                          ({"bogus": 1}, "option bogus: Extra inputs are not permitted")])
 def test_options_built_directly_refuse_bad_values_in_one_line(values, words):
     with pytest.raises(BadOption) as raised:
         OptimizeOptions(**values)

@@ -25,8 +25,10 @@ def test_attention_products_are_families_that_reproduce_their_input(reference_pl
 @pytest.mark.parametrize(
     ("step", "change"),
     [
-        (29, lambda plan: with_step(plan, 29, operation=plan.steps[29].operation.replace("inner_block: 96", "inner_block: 48"))),
-        (24, lambda plan: with_value(plan, 141, layout=plan.values[141].layout.replace("partitions: 11", "partitions: 10"))),
+        (29, lambda plan: with_step(
+            plan, 29, operation=plan.steps[29].operation.replace("inner_block: 96", "inner_block: 48"))),
+        (24, lambda plan: with_value(
+            plan, 141, layout=plan.values[141].layout.replace("partitions: 11", "partitions: 10"))),
         (29, lambda plan: with_step(plan, 30, scratch=plan.steps[30].scratch.model_copy(update={"standard": 1280}))),
     ],
 )

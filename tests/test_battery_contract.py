@@ -321,8 +321,8 @@ def softmax_rewrites(s: Subject) -> Iterator[Rewrite]:
     partitions = tuple((a.partitions + 1) // 2 if i == position else a.partitions for i, a in enumerate(layout.axes))
     halved = mixed_radix(layout, partitions, layout.replicas)
     assert legal(halved, shape, s.plan.tile_count)
-    yield Rewrite(f"softmax operand {value.id} of step {kernel.step} re-tiled", s.set_layout(s.groups[value.id], halved),
-                  everywhere("scope"))
+    yield Rewrite(f"softmax operand {value.id} of step {kernel.step} re-tiled",
+                  s.set_layout(s.groups[value.id], halved), everywhere("scope"))
 
 
 def unshown_operand_rewrites(s: Subject) -> Iterator[Rewrite]:
@@ -428,7 +428,8 @@ def candidate_of(s: Subject, kind: str, scope: str) -> tuple[str, Plan] | None:
     return None
 
 
-GENERATORS = (structure_rewrites, check_rewrites, elementwise_rewrites, gemm_rewrites, scope_rewrites, insertion_rewrites, legal_rewrites)
+GENERATORS = (structure_rewrites, check_rewrites, elementwise_rewrites, gemm_rewrites, scope_rewrites,
+              insertion_rewrites, legal_rewrites)
 
 
 def rewrites(subject: Subject) -> list[Rewrite]:

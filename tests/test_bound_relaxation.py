@@ -168,7 +168,8 @@ def test_the_problem_of_the_promoted_space_is_the_complete_problem(facts, spaces
     assert wider.left_out == () and wider.candidate_counts == expected.candidate_counts
 
     def rows(q: Problem):
-        return [(r.step, r.standard, r.interleaved, [(g, s.tolist(), i.tolist()) for g, s, i in r.terms]) for r in q.rows]
+        return [(r.step, r.standard, r.interleaved, [(g, s.tolist(), i.tolist()) for g, s, i in r.terms])
+                for r in q.rows]
 
     assert rows(wider) == rows(expected)  # the bytes: the exchange of a left-out choice is known once it is made
 

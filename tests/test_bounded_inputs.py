@@ -112,7 +112,8 @@ def test_the_cli_refuses_a_file_past_the_limit_in_one_line(tmp_path):
 def test_dev_zero_is_refused_at_once():
     outcome, seconds = _within(5, load_plan, "/dev/zero")
     assert seconds < 1
-    assert str(outcome["error"]) == "/dev/zero: not a plan file: a character device (ipuplan reads regular files and pipes)"
+    assert str(outcome["error"]) == ("/dev/zero: not a plan file: a character device "
+                                     "(ipuplan reads regular files and pipes)")
     result = runner.invoke(app, ["check", "/dev/zero"])
     assert result.exit_code == 2 and "not a plan file: a character device" in result.stderr
 
@@ -165,7 +166,8 @@ def test_a_fifo_past_the_limit_is_refused_having_read_at_most_the_limit(tmp_path
     sizes = _bytes_read(monkeypatch)
     _write_into(fifo, REFERENCE.read_bytes()[:20_000], then_wait=1.0)
     outcome, _ = _within(4, lambda: load_plan(fifo, max_bytes=10_000))
-    assert str(outcome["error"]) == f"{fifo}: larger than the 9.77 KiB input limit (set IPUPLAN_MAX_INPUT_BYTES to read more)"
+    assert str(outcome["error"]) == (f"{fifo}: larger than the 9.77 KiB input limit "
+                                     "(set IPUPLAN_MAX_INPUT_BYTES to read more)")
     assert sum(sizes) == 10_001
 
 

@@ -79,7 +79,8 @@ def test_placement_rules(reference_plan):
     assert "exceeds" in placement_problem(layout, 1000)
     axes = (replace(layout.axes[0], tile_stride=1), layout.axes[1])
     assert "two shards on one tile" in placement_problem(replace(layout, axes=axes), 1472)
-    assert "beyond tile" in placement_problem(replace(layout, axes=(replace(layout.axes[0], tile_stride=3), layout.axes[1])), 5000)
+    assert "beyond tile" in placement_problem(
+        replace(layout, axes=(replace(layout.axes[0], tile_stride=3), layout.axes[1])), 5000)
 
 
 def test_each_mismatch_says_its_kind_and_whether_a_rewrite_repairs_it(reference_plan):

@@ -55,7 +55,8 @@ def test_graph_prints_every_step():
     assert lines[11].split()[-3:] == ["51", "->", "136"]
     assert sum(1 for line in lines if line.startswith("ambiguous:")) == 0
     assert lines[27].split()[-3:] == ["144", "->", "145"]  # a copy that crops padded key columns
-    assert "gemm family at step 12: left 64 (from 63), right 136 (from 51), partials 137 read at step 13 (Sum) into 65" in lines
+    assert ("gemm family at step 12: left 64 (from 63), right 136 (from 51), partials 137 read at step 13 (Sum) "
+            "into 65") in lines
     assert "element-wise family: Add at step 107; Gelu at step 108: members 40, 125, 126, 127" in lines
     assert ("element-wise family: Add at step 74: members 34, 106, 107, held: Sum at step 73: value 106 written by a "
             "kernel outside the family") in lines
@@ -66,7 +67,8 @@ def test_graph_prints_every_step():
     [
         (REFERENCE.read_text()[:9000], "invalid JSON"),
         ('{"version": 1}', "scope: missing field"),
-        (REFERENCE.read_text().replace('"partitions: 36', '"partitions: 36').replace("partitions: 36,", "partitions: -36,", 1), "malformed layout"),
+        (REFERENCE.read_text().replace('"partitions: 36', '"partitions: 36')
+         .replace("partitions: 36,", "partitions: -36,", 1), "malformed layout"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_without_traceback(tmp_path, content, expected):
@@ -139,7 +141,8 @@ def test_optimize_flags_reach_the_library(tmp_path, monkeypatch):
             "--solver", "greedy"]
     assert runner.invoke(app, args).exit_code == 2
     assert seen["time_limit"] == 3.5 and seen["workers"] == 1
-    assert (seen["seed"], seen["budget"], seen["interleaved_budget"], seen["support_reserve"]) == (7, 500000, 300000, 1000)
+    assert ((seen["seed"], seen["budget"], seen["interleaved_budget"], seen["support_reserve"])
+            == (7, 500000, 300000, 1000))
     assert (seen["scope"].value, seen["solver"].value) == ("full", "greedy")  # full: the default scope
 
 
@@ -151,7 +154,8 @@ def test_unknown_scope_is_a_clear_error(tmp_path):
 
 def test_dump_model_writes_the_cp_sat_model(tmp_path):
     model = tmp_path / "model.pbtxt"
-    result = runner.invoke(app, ["optimize", str(REFERENCE), "-o", str(tmp_path / "o.json"), "--dump-model", str(model)])
+    result = runner.invoke(app, ["optimize", str(REFERENCE), "-o", str(tmp_path / "o.json"), "--dump-model",
+                                 str(model)])
     assert result.exit_code == 0
     text = model.read_text()
     assert "variables" in text and "objective" in text
@@ -196,6 +200,7 @@ def test_show_json_carries_the_plans_own_figures():
     assert result.exit_code == 0, result.output
     shown = json.loads(result.stdout)
     raw = json.loads(REFERENCE.read_text())
-    assert (shown["raw_peak"], shown["total_peak_step"], shown["peak"]) == (367_216, raw["total_peak_step"], raw["peak"])
+    assert ((shown["raw_peak"], shown["total_peak_step"], shown["peak"])
+            == (367_216, raw["total_peak_step"], raw["peak"]))
     assert (shown["fits_budget"], shown["effective_peak_bytes"]) == (raw["fits_budget"], raw["effective_peak_bytes"])
     assert shown["exchange"]["total"] == 699_219_304 and len(shown["contributors"]) == 3

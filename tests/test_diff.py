@@ -34,7 +34,8 @@ def test_diff_shows_operation_text_changes(reference_plan):
     result = diff_plans(reference_plan, with_step(reference_plan, 12, operation=text))
     assert [(o.step, o.new) for o in result.operations] == [(12, text)]
     lines = diff_lines(result)
-    assert lines[0] == "Gemm family: Convert at step 10; Gemm at step 12; Sum at step 13: 0 of 5 values and 1 operation changed together"
+    assert lines[0] == ("Gemm family: Convert at step 10; Gemm at step 12; Sum at step 13: "
+                        "0 of 5 values and 1 operation changed together")
     assert lines[1].startswith("  step 12: Gemm {")
 
 
@@ -54,13 +55,14 @@ def test_diff_cli(tmp_path, optimised):
 def test_diff_shows_each_family_that_changed_as_one_unit(reference_plan):
     result = diff_plans(reference_plan, optimize(reference_plan, workers=1).plan)
     lines = diff_lines(result)
-    start = lines.index("element-wise family: Add at steps 5, 6, 40, 41, 59, 60: 19 of 19 values and 0 operations changed together")
+    start = lines.index("element-wise family: Add at steps 5, 6, 40, 41, 59, 60: 19 of 19 values and 0 operations "
+                        "changed together")
     block = lines[start + 1:start + 20]
     assert [int(line.split()[1]) for line in block] == [2, 3, 14, 15, 26, 27, 45, 46, 47, 48, 54, 60, 79, 80, 81, 94,
                                                         95, 96, 97]  # biases and activations of the residual Adds
     assert all(line.startswith("  value ") for line in block) and not lines[start + 20].startswith("  ")
-    gemm = lines.index("Gemm family: Convert at step 10; Gemm at step 12; Sum at step 13: 5 of 5 values and 1 operation "
-                       "changed together")
+    gemm = lines.index("Gemm family: Convert at step 10; Gemm at step 12; Sum at step 13: 5 of 5 values and "
+                       "1 operation changed together")
     assert lines[gemm + 6].startswith("  step 12: Gemm {")  # the family's own operation, inside its block
     shown = [int(line.split()[1]) for line in lines if line.lstrip().startswith("value ")]
     assert sorted(shown) == [c.value_id for c in result.values]  # every change once, in a family or alone

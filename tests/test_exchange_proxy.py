@@ -52,7 +52,8 @@ def test_swapped_strides_send_all_but_the_shards_that_stay(reference_plan):
 
 
 def _sent_element_by_element(shape, element_size, source, target):
-    """Bytes sent, one element and one target replica at a time, from the tile mappings `ipuplan.facts.exchange_proxy` describes."""
+    """Bytes sent, one element and one target replica at a time, from the tile mappings `ipuplan.facts.exchange_proxy`
+    describes."""
     a, b = placement(shape, source), placement(shape, target)
 
     def base(place, index):

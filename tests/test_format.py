@@ -126,8 +126,10 @@ def test_not_an_object():
         (lambda r: r["timeline"]["values"][5].update(id=6), "timeline.values[5].id", "out of order"),
         (lambda r: r["timeline"]["values"][5].update(precision="F16 {"), "timeline.values[5].precision", "malformed"),
         (lambda r: r["timeline"]["values"][5].update(precision="Q7"), "timeline.values[5].precision", "unknown"),
-        (lambda r: r["timeline"]["values"][5].update({"class": "Ipu21Interleaved"}), "timeline.values[5].class", "differs"),
-        (lambda r: r["timeline"]["steps"][2].update(operation="Gemm { mode: }"), "timeline.steps[2].operation", "malformed"),
+        (lambda r: r["timeline"]["values"][5].update({"class": "Ipu21Interleaved"}), "timeline.values[5].class",
+         "differs"),
+        (lambda r: r["timeline"]["steps"][2].update(operation="Gemm { mode: }"), "timeline.steps[2].operation",
+         "malformed"),
         (lambda r: r["timeline"]["steps"][25].update(operation="Copy { mapping: CoordinateMapping { offsets: [] } }"),
          "timeline.steps[25].operation", "Copy mapping without view"),
         (lambda r: r["timeline"]["steps"][13].update(operation="Sum { axis: x, staging: Complete }"),
@@ -146,10 +148,11 @@ def test_bad_input_names_file_and_location(reference_raw, mutate, location, word
     "layout",
     [
         "Layout { order: RowMajor }",
-        "Layout { order: RowMajor, tiling: TensorTiling { tile_count: 1, replicas: 1, axes: [] }, memory_class: Ipu21Fast }",
-        ("Layout { order: RowMajor, tiling: TensorTiling { tile_count: 2, replicas: 1, axes: [AxisTiling { axis: FromEnd(1), "
-        "partitions: 0, padding_groups: 1, block_size: 4, padding_multiple: 4, shard_padding_multiple: 1, padding: Zero, "
-        "tile_stride: None }] }, memory_class: Ipu21Standard }"),
+        ("Layout { order: RowMajor, tiling: TensorTiling { tile_count: 1, replicas: 1, axes: [] }, "
+         "memory_class: Ipu21Fast }"),
+        ("Layout { order: RowMajor, tiling: TensorTiling { tile_count: 2, replicas: 1, axes: [AxisTiling { "
+         "axis: FromEnd(1), partitions: 0, padding_groups: 1, block_size: 4, padding_multiple: 4, "
+         "shard_padding_multiple: 1, padding: Zero, tile_stride: None }] }, memory_class: Ipu21Standard }"),
         "Layout {  order: RowMajor }",
     ],
 )
@@ -227,7 +230,8 @@ def _edit_gemm(raw: dict, pattern: str, replacement: str) -> None:
                                                       + " }"), "timeline.values[84].layout", "nested more than"),
         (lambda r: _edit_gemm(r, r"inner_block: \d+", "inner_block: big"), "timeline.steps[", "inner_block must be an"),
         (lambda r: _edit_gemm(r, r"inner_block: \d+", "inner_block: 0"), "timeline.steps[", "at least 1"),
-        (lambda r: _edit_gemm(r, r"multiply: F8F143 \{[^}]*\}", "multiply: Q9"), "timeline.steps[", "unknown precision"),
+        (lambda r: _edit_gemm(r, r"multiply: F8F143 \{[^}]*\}", "multiply: Q9"), "timeline.steps[",
+         "unknown precision"),
         (lambda r: r["timeline"].update(steps=[]), "timeline.steps", "at least 1 item"),
         (lambda r: r.update(tile_count=2**30), "tile_count", "less than or equal"),
     ],

@@ -69,7 +69,8 @@ def test_element_sizes():
 
 
 @pytest.mark.parametrize(
-    "text", ["", "Gemm {", "Gemm { a: 1,}", "Some(", "[1, 2", "A  B", "x: 1", "Gemm { a 1 }", "(1)", "Layout { a: 1 } }"]
+    "text",
+    ["", "Gemm {", "Gemm { a: 1,}", "Some(", "[1, 2", "A  B", "x: 1", "Gemm { a 1 }", "(1)", "Layout { a: 1 } }"],
 )
 def test_malformed_strings_raise(text):
     with pytest.raises(SyntaxProblem):

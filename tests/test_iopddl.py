@@ -108,7 +108,8 @@ def test_no_limit_means_every_solution_is_valid():
 
 @pytest.mark.parametrize("solution, message", [([0, 0], "<solution>: 2 strategies for 3 nodes"),
                                                ([0, 2, 0], r"<solution>: \[1\]: expected a strategy index below 2"),
-                                               ([0, -1, 0], r"\[1\]"), ([0, 1.0, 0], r"\[1\]"), ([0, True, 0], r"\[1\]")])
+                                               ([0, -1, 0], r"\[1\]"), ([0, 1.0, 0], r"\[1\]"),
+                                               ([0, True, 0], r"\[1\]")])
 def test_a_malformed_solution_is_refused(solution, message):
     with pytest.raises(PlanError, match=message):
         evaluate(instance_of(CHAIN), solution)
@@ -192,7 +193,8 @@ def random_instance(seed: int, nodes: int = 5):
     costs = [rng.integers(0, 20, n).tolist() for n in counts]
     usages = [rng.integers(0, 10, n).tolist() for n in counts]
     pairs = [(int(u), int(v)) for u, v in itertools.combinations(range(nodes), 2) if rng.random() < 0.4]
-    edges = [((u, v), [FORBIDDEN * 1000 if rng.random() < 0.15 else int(x) for x in rng.integers(0, 15, counts[u] * counts[v])])
+    edges = [((u, v), [FORBIDDEN * 1000 if rng.random() < 0.15 else int(x)
+                       for x in rng.integers(0, 15, counts[u] * counts[v])])
              for u, v in pairs]
     least = instance_of(document(intervals, costs, usages, edges))
     floor = usage_over_time(least, np.array([int(np.argmin(u)) for u in usages])).max(initial=0)

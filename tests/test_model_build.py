@@ -29,7 +29,8 @@ def test_step_rows_drop_only_dominated_steps(facts, spaces):
         if step not in kept:
             # a dropped step never exceeds the kept step that dominates it, at the input
             assert any(
-                estimate.standard[k] >= estimate.standard[step] and estimate.interleaved[k] >= estimate.interleaved[step]
+                estimate.standard[k] >= estimate.standard[step]
+                and estimate.interleaved[k] >= estimate.interleaved[step]
                 for k in kept
             ), step
 

@@ -108,7 +108,8 @@ def test_minimal_conflict_is_minimal_by_brute_force():
 def test_the_one_line_says_what_a_row_needs_while_the_others_hold():
     text = explain_infeasible(INFEASIBLE, 2)
     assert text == ("the interleaved budget (30 bytes) cannot be met at step 7: it needs at least 45 unless the "
-                    "standard budget (30 bytes) is exceeded at step 7; the lowest raw peak any layout reaches is 60 bytes")
+                    "standard budget (30 bytes) is exceeded at step 7; "
+                    "the lowest raw peak any layout reaches is 60 bytes")
 
 
 def test_lowest_peak_is_measured_within_the_class_budgets_the_conflict_leaves_alone():
@@ -185,7 +186,8 @@ def test_reference_one_byte_under_the_optimum_is_explained_in_plain_words(refere
     assert step.holders and all(h.frozen for h in step.holders) and step.fixed_bytes + step.free_least_bytes <= 159_076
     (raised,) = explanation.raises
     assert (raised.least, raised.options) == (159_076, "--budget 208228")
-    assert optimize(reference_plan, workers=1, scope="kernels", budget=208_228, interleaved_budget=80_000).after.fits_budget
+    assert optimize(reference_plan, workers=1, scope="kernels", budget=208_228,
+                    interleaved_budget=80_000).after.fits_budget
 
 
 def test_a_budget_that_cannot_fit_alone_is_said_so_in_words_and_html(reference_plan):
@@ -215,14 +217,16 @@ def test_wider_freedom_is_named_when_it_fits():
 
 def test_best_effort_writes_the_least_excess_plan(tmp_path):
     out = tmp_path / "best.json"
-    result = runner.invoke(app, ["optimize", str(CHIP6), "-o", str(out), "--workers", "1", "--best-effort", "--json", "--scope", "storage"])
+    result = runner.invoke(app, ["optimize", str(CHIP6), "-o", str(out), "--workers", "1", "--best-effort", "--json",
+                                 "--scope", "storage"])
     assert result.exit_code == 3, result.output
     summary = json.loads(result.stdout)
     written = load_plan(out)
     assert summary["fits_budget"] is False and written.fits_budget is False and summary["best_effort"]
     assert check(written) == []
     assert summary["shortfall"] and all(s["over"] > 0 for s in summary["shortfall"])
-    assert max(s["over"] for s in summary["shortfall"]) == 58_384  # the least worst excess: the standard region at step 45
+    # the least worst excess: the standard region at step 45
+    assert max(s["over"] for s in summary["shortfall"]) == 58_384
     assert summary["explanation"]["steps"][0]["needs"] == 170_032
 
 
@@ -232,7 +236,8 @@ def test_fit_sends_less_exact_exchange_than_peak_at_five_percent(reference_plan)
     budget = max(interleaved + int(max(best.after.standard) * 1.05),
                  int(best.after.raw_peak * 1.05) + reference_plan.support_reserve_bytes)
     peak = optimize(reference_plan, workers=1, scope="kernels", budget=budget, interleaved_budget=interleaved)
-    fit = optimize(reference_plan, workers=1, scope="kernels", budget=budget, interleaved_budget=interleaved, objective="fit")
+    fit = optimize(reference_plan, workers=1, scope="kernels", budget=budget, interleaved_budget=interleaved,
+                   objective="fit")
     assert fit.after.fits_budget and check(fit.plan) == []
     # both choose by the plan's exact exchange (issue 24): the model's figure is the written plan's
     assert (fit.exact, peak.exact) == (True, True)
@@ -268,7 +273,8 @@ def test_sweep_cli_json_and_report(tmp_path):
 
 def test_infeasible_cli_explains_on_stderr_in_json_and_in_the_report(tmp_path):
     page = tmp_path / "why.html"
-    args = ["optimize", str(CHIP6), "-o", str(tmp_path / "o.json"), "--workers", "1", "--scope", "storage", "--report", str(page)]
+    args = ["optimize", str(CHIP6), "-o", str(tmp_path / "o.json"), "--workers", "1", "--scope", "storage", "--report",
+            str(page)]
     text = runner.invoke(app, args)
     assert text.exit_code == 3 and not (tmp_path / "o.json").exists()
     lines = text.stderr.splitlines()

@@ -108,7 +108,8 @@ def test_candidates_are_distinct_shard_sizes_within_the_chip(reference_plan, spa
     weight = reference_plan.values[8]
     vectors = partition_vectors(tuple(weight.shape), weight.parsed_layout, reference_plan.tile_count)
     assert (1, 1) in vectors and (36, 4) in vectors and (216, 4) in vectors
-    assert all(format_layout(g.candidates[0].layouts[0]) == reference_plan.values[g.members[0]].layout for g in space.free)
+    assert all(format_layout(g.candidates[0].layouts[0]) == reference_plan.values[g.members[0]].layout
+               for g in space.free)
     assert all(p0 * p1 <= 1472 for p0, p1 in vectors)
 
 
@@ -148,7 +149,8 @@ def test_overridden_budget_is_written_and_true(reference_plan):
 
 def test_rewrite_refuses_an_illegal_choice(reference_plan, facts, space):
     group = space.free[0]
-    bogus = replace(group.candidates[1], layouts=tuple(replace(x, tile_count=9999) for x in group.candidates[1].layouts))
+    bogus = replace(group.candidates[1],
+                    layouts=tuple(replace(x, tile_count=9999) for x in group.candidates[1].layouts))
     broken = replace(space, free=(replace(group, candidates=(group.candidates[0], bogus)),), frozen=())
     with pytest.raises(IllegalRewrite, match="fails its checks"):
         rewrite(facts, broken, (1,), Budgets.of(reference_plan))

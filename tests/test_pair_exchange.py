@@ -113,7 +113,8 @@ def test_the_reference_plans_candidate_pairs_are_the_definitions_count(facts, sp
         if value_id not in where:
             return [(tuple(value.shape), value.parsed_layout)]
         g, p = where[value_id]
-        return [(tuple(c.shapes[p]) if c.shapes else tuple(value.shape), c.layouts[p]) for c in space.free[g].candidates]
+        return [(tuple(c.shapes[p]) if c.shapes else tuple(value.shape), c.layouts[p])
+                for c in space.free[g].candidates]
 
     checked = 0
     for step in facts.flow.steps:
@@ -124,6 +125,7 @@ def test_the_reference_plans_candidate_pairs_are_the_definitions_count(facts, sp
         for (source_shape, source), (result_shape, result) in zip(rng.choices(sources, k=3), rng.choices(results, k=3)):
             size = plan.values[step.reads[0]].element_size
             fast = pair_bytes(operation, source_shape, result_shape, size, (source,), (result,))
-            assert int(fast[0, 0]) == step_bytes(operation, source_shape, result_shape, size, source, result), step.index
+            assert (int(fast[0, 0])
+                    == step_bytes(operation, source_shape, result_shape, size, source, result)), step.index
             checked += 1
     assert checked > 150

@@ -69,7 +69,8 @@ def test_an_edge_that_separates_becomes_exchange_of_both_sides():
     assert reduced.problem.edges == () and reduced.problem.exchange == ((1, 4), (0, 2, 7))
     assert_exact(p, reduced)
     # one entry off by one does not separate: the edge stays
-    assert len(pairwise(problem(flat((2, 3)), (2, 3), edges=[Edge(0, 1, matrix([1, 3, 8], [4, 6, 12]))])).problem.edges) == 1
+    assert len(pairwise(problem(flat((2, 3)), (2, 3),
+                                edges=[Edge(0, 1, matrix([1, 3, 8], [4, 6, 12]))])).problem.edges) == 1
 
 
 def test_edges_between_the_same_groups_are_one_matrix_in_either_orientation():
@@ -131,7 +132,8 @@ def random_problem(rng: np.random.Generator) -> Problem:
         if rng.random() < 0.2:
             costs = rng.integers(0, 20, counts[a])[:, None] + rng.integers(0, 20, counts[other])[None, :]
         else:
-            costs = np.where(rng.random((counts[a], counts[other])) < 0.2, F, rng.integers(0, 50, (counts[a], counts[other])))
+            costs = np.where(rng.random((counts[a], counts[other])) < 0.2, F,
+                             rng.integers(0, 50, (counts[a], counts[other])))
         edges.append(Edge(a, other, costs))
     p = problem(rows, counts, exchange=exchange, sizes=tuple(int(x) for x in rng.integers(1, 4, groups)),
                 input_choice=tuple(int(rng.integers(0, n)) for n in counts), edges=edges)
@@ -153,7 +155,8 @@ def test_exact_backends_reach_the_brute_force_optimum(backend, objective):
         if best is None:
             assert result.status == SolveStatus.INFEASIBLE and result.peak is None
             continue
-        figures = ((result.peak,) if objective == Objective.PEAK else ()) + (result.exchange_bytes, result.changed_values)
+        figures = (((result.peak,) if objective == Objective.PEAK else ())
+                   + (result.exchange_bytes, result.changed_values))
         assert result.status == SolveStatus.OPTIMAL and figures == best
         assert p.forbidden_in(result.choice) == 0 and not p.usage(result.choice).violation(p.limits)
         assert result.exchange_bytes == p.exchange_of(result.choice)

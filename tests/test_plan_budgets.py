@@ -43,7 +43,8 @@ def test_overridden_replaces_only_the_given_budgets():
 @pytest.mark.parametrize(
     "budget, interleaved, reserve",
     [(-1, None, None), (None, -1, None), (None, None, -1), (None, 151, None), (40, None, None)],
-    ids=["negative budget", "negative interleaved", "negative reserve", "interleaved above budget", "budget below interleaved"],
+    ids=["negative budget", "negative interleaved", "negative reserve", "interleaved above budget",
+         "budget below interleaved"],
 )
 def test_overridden_refuses_contradicting_budgets(budget, interleaved, reserve):
     with pytest.raises(BudgetError):

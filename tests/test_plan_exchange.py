@@ -71,7 +71,8 @@ def _element_tiles(shape: tuple[int, ...], layout: Layout) -> np.ndarray:
         strides.append(radix if t.tile_stride is None else t.tile_stride)
         radix = radix * t.partitions if t.tile_stride is None else radix
     base = sum(c // _extent(n, t) * s for c, n, t, s in zip(coordinates, sizes, layout.axes, strides))
-    pattern = {sum(i * s for i, s in zip(shard, strides)) for shard in product(*(range(t.partitions) for t in layout.axes))}
+    pattern = {sum(i * s for i, s in zip(shard, strides))
+               for shard in product(*(range(t.partitions) for t in layout.axes))}
     offsets, taken, offset = [], set(), 0
     while len(offsets) < layout.replicas:
         if taken.isdisjoint(p + offset for p in pattern):

@@ -88,7 +88,8 @@ def test_explore_into_an_input_file_is_refused(plan):
 
 def test_the_dump_is_written_whole_beside_the_plan(plan):
     dump = plan.parent / "model.pbtxt"
-    code, _, _ = run("optimize", str(plan), "-o", str(plan.parent / "o.json"), "--dump-model", str(dump), "--workers", "1")
+    code, _, _ = run("optimize", str(plan), "-o", str(plan.parent / "o.json"), "--dump-model", str(dump),
+                     "--workers", "1")
     assert code == 0 and dump.read_text().startswith("variables {") and "objective" in dump.read_text()
     assert sorted(snapshot(plan.parent)) == ["model.pbtxt", "o.json", "plan.json"]
 
@@ -192,7 +193,8 @@ def test_json_is_one_object_on_an_internal_error(plan, monkeypatch):
     monkeypatch.setattr(pipeline, "optimize", broken)
     code, stdout, stderr = run("optimize", str(plan), "-o", str(plan.parent / "o.json"), "--json")
     assert code == 70 and json.loads(stdout) == {"input": str(plan), "status": "error",
-                                                  "error": "internal error: RuntimeError: a bug (IPUPLAN_DEBUG=1 shows more)"}
+                                                  "error": ("internal error: RuntimeError: a bug "
+                                                            "(IPUPLAN_DEBUG=1 shows more)")}
     assert error_line(stderr).startswith("internal error: RuntimeError")
 
 

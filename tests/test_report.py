@@ -42,7 +42,8 @@ def test_report_cli_with_against_and_png(tmp_path, reference_plan):
     better = tmp_path / "better.json"
     write_plan(optimize(reference_plan, workers=1, time_limit=5, scope="storage").plan, better)
     page, png = tmp_path / "r.html", tmp_path / "r.png"
-    result = runner.invoke(app, ["report", str(REFERENCE), "--against", str(better), "-o", str(page), "--png", str(png)])
+    result = runner.invoke(app, ["report", str(REFERENCE), "--against", str(better), "-o", str(page), "--png",
+                                 str(png)])
     assert result.exit_code == 0, result.output
     text = page.read_text()
     assert "against" in text and "176,740 B" in text and text.count('class="series"') == 5
@@ -121,7 +122,8 @@ def test_report_renders_in_headless_chromium(tmp_path, facts, spaces):
     flags = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              f"--user-data-dir={tmp_path / 'profile'}"]
-    dom = subprocess.run([*flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120, check=True).stdout
+    dom = subprocess.run([*flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120,
+                         check=True).stdout
     assert 'id="timeline"' in dom and 'id="peak-step">47<' in dom
     assert dom.count("<polyline") == 4 and "anatomy" in dom
     ARTIFACTS.mkdir(parents=True, exist_ok=True)

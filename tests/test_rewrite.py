@@ -68,7 +68,8 @@ def test_contract_lets_gemm_partials_change_only_their_pk(reference_plan, facts)
     gemm = next(s.index for s in reference_plan.steps if s.parsed_operation.kind == "Gemm")
     (partials,) = facts.live.born_at[gemm]
     shape = reference_plan.values[partials].shape  # [pK, ...]
-    assert contract_violations(reference_plan, with_value(reference_plan, partials, shape=[shape[0] + 1, *shape[1:]])) == []
+    assert contract_violations(reference_plan,
+                               with_value(reference_plan, partials, shape=[shape[0] + 1, *shape[1:]])) == []
     widened = with_value(reference_plan, partials, shape=[*shape[:-1], shape[-1] * 2])
     assert len(contract_violations(reference_plan, widened)) == 1
 

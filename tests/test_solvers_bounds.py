@@ -34,9 +34,12 @@ def test_a_window_is_the_problem_of_its_rows_alone():
 
 def test_windows_of_equal_bytes_share_a_key_whatever_their_groups():
     # rows 0-1 and 2-3 are copies (groups 0, 1 and 2, 3 in the same roles); row 4 differs from row 0 in one byte
-    copy = [StepRow(0, 5, 0, ((0, b(1, 2), b(0, 0)), (1, b(3, 4), b(0, 0)))), StepRow(1, 5, 0, ((1, b(3, 4), b(0, 0)),)),
-            StepRow(2, 5, 0, ((2, b(1, 2), b(0, 0)), (3, b(3, 4), b(0, 0)))), StepRow(3, 5, 0, ((3, b(3, 4), b(0, 0)),)),
-            StepRow(4, 5, 0, ((4, b(1, 3), b(0, 0)), (5, b(3, 4), b(0, 0)))), StepRow(5, 5, 0, ((5, b(3, 4), b(0, 0)),))]
+    copy = [StepRow(0, 5, 0, ((0, b(1, 2), b(0, 0)), (1, b(3, 4), b(0, 0)))),
+            StepRow(1, 5, 0, ((1, b(3, 4), b(0, 0)),)),
+            StepRow(2, 5, 0, ((2, b(1, 2), b(0, 0)), (3, b(3, 4), b(0, 0)))),
+            StepRow(3, 5, 0, ((3, b(3, 4), b(0, 0)),)),
+            StepRow(4, 5, 0, ((4, b(1, 3), b(0, 0)), (5, b(3, 4), b(0, 0)))),
+            StepRow(5, 5, 0, ((5, b(3, 4), b(0, 0)),))]
     copies = problem(copy, (2,) * 6)
     assert window_key(copies, 0, 2) == window_key(copies, 2, 4) != window_key(copies, 4, 6)
     # the same bytes at row 1 held by the other group is another window
@@ -62,7 +65,8 @@ def test_windows_and_the_whole_model_agree_with_brute_force(budgets):
     p = COUPLED if budgets is None else COUPLED.with_limits(budgets.limits)
     result = solve(p, SETTINGS)
     feasible = [p.usage(c).peak for c in itertools.product(range(2), range(2)) if not p.usage(c).violation(p.limits)]
-    assert (result.peak, result.status) == ((min(feasible), SolveStatus.OPTIMAL) if feasible else (None, SolveStatus.INFEASIBLE))
+    assert (result.peak, result.status) == ((min(feasible), SolveStatus.OPTIMAL) if feasible
+                                            else (None, SolveStatus.INFEASIBLE))
 
 
 def test_a_window_keeps_the_edges_between_its_groups_only():

@@ -42,7 +42,8 @@ def test_constructive_lowers_the_peak_of_a_large_problem():
     rows = []
     for r in range(3000):
         groups = sorted(set(rng.integers(0, 2000, 30).tolist()))
-        rows.append(StepRow(r, 100, 0, tuple((g, rng.integers(1, 100, 8), np.zeros(8, dtype=np.int64)) for g in groups)))
+        rows.append(StepRow(r, 100, 0, tuple((g, rng.integers(1, 100, 8), np.zeros(8, dtype=np.int64))
+                                             for g in groups)))
     big = problem(rows, (8,) * 2000)
     choice = construct(big)
     assert big.usage(choice).peak < big.usage(big.input_choice).peak
@@ -73,8 +74,8 @@ def test_a_group_live_at_no_row_is_moved_off_a_forbidden_pair():
 
 
 def test_each_switch_is_scored_as_the_usage_after_it_says_though_rows_that_tell_nothing_are_skipped():
-    # Random rows, under budgets that some rows break and under none: every (group, candidate) column of `_scores` is the (total
-    # excess, peak, rows at the peak) of the choice with that one switch, computed from scratch.
+    # Random rows, under budgets that some rows break and under none: every (group, candidate) column of `_scores` is
+    # the (total excess, peak, rows at the peak) of the choice with that one switch, computed from scratch.
     rng = np.random.default_rng(7)
     for trial in range(20):
         counts = tuple(int(n) for n in rng.integers(1, 5, 12))

@@ -71,7 +71,8 @@ def test_keep_classes_frees_none_of_what_only_the_classes_level_frees(facts, spa
 
 
 def test_optimize_keeping_classes_is_legal_and_moves_no_class_the_classes_level_would():
-    plan = load_plan(MODELS / "vit-so400m-12layers-chip.json")  # its optimum in `full` moves 2 classes (332,712 vs 341,928)
+    # its optimum in `full` moves 2 classes (332,712 vs 341,928)
+    plan = load_plan(MODELS / "vit-so400m-12layers-chip.json")
     only = class_only(candidate_space(plan_facts(plan), "full"))
     moved = optimize(plan, workers=1, time_limit=10)
     kept = optimize(plan, workers=1, time_limit=10, keep_classes=True)

@@ -94,7 +94,8 @@ def test_every_candidate_keeps_the_family_rule(facts, alone):
             full = {dimension_tiling(shape, layouts[m]) for m in group.members if family.roles[m] is not Role.PARAMETER}
             assert full == {dimension_tiling(shape, template)}, candidate.label
             for m in family.parameters:
-                assert broadcast_problem(tuple(values[m].shape), layouts[m], shape, template) is None, (m, candidate.label)
+                assert broadcast_problem(tuple(values[m].shape), layouts[m], shape, template) is None, (
+                    m, candidate.label)
             assert all(layout.memory_class == values[m].memory_class for m, layout in layouts.items())
             assert all(layout.tile_count <= facts.plan.tile_count for layout in candidate.layouts)
         assert len({candidate.layouts for candidate in group.candidates}) == len(group.candidates)

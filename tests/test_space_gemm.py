@@ -1,4 +1,5 @@
-"""Freedom level `kernels` (space/levels/gemm.py): Gemm families re-split as one unit, and the search that finds their splits."""
+"""Freedom level `kernels` (space/levels/gemm.py): Gemm families re-split as one unit, and the search that finds their
+splits."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Freedom level `storage` (space/levels/storage.py, storage_layouts.py): partitions and strides by hand, and its layouts on the
-reference plan."""
+"""Freedom level `storage` (space/levels/storage.py, storage_layouts.py): partitions and strides by hand, and its
+layouts on the reference plan."""
 
 from __future__ import annotations
 
@@ -17,14 +17,16 @@ from ipuplan.space.levels.storage_layouts import partition_options, partition_ve
 def axis(dimension: int, partitions: int, stride: int | None, block: int = 1) -> str:
     placed = "None" if stride is None else f"Some({stride})"
     return (
-        f"AxisTiling {{ axis: FromStart({dimension}), partitions: {partitions}, padding_groups: 1, block_size: {block}, "
-        f"padding_multiple: {block}, shard_padding_multiple: 1, padding: Zero, tile_stride: {placed} }}"
+        f"AxisTiling {{ axis: FromStart({dimension}), partitions: {partitions}, padding_groups: 1, "
+        f"block_size: {block}, padding_multiple: {block}, shard_padding_multiple: 1, padding: Zero, "
+        f"tile_stride: {placed} }}"
     )
 
 
 def layout(*axes: str, tiles: int, memory_class: str = STANDARD):
     text = (
-        f"Layout {{ order: RowMajor, tiling: TensorTiling {{ tile_count: {tiles}, replicas: 1, axes: [{', '.join(axes)}] }}, "
+        f"Layout {{ order: RowMajor, tiling: TensorTiling {{ tile_count: {tiles}, replicas: 1, "
+        f"axes: [{', '.join(axes)}] }}, "
         f"memory_class: {memory_class} }}"
     )
     return parse_layout(text)

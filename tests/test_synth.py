@@ -73,5 +73,5 @@ def test_synth_cli_refuses_a_plan_too_large_in_one_line(tmp_path):
     out = tmp_path / "huge.json"
     result = CliRunner().invoke(app, ["synth", str(REFERENCE), "-o", str(out), "--unroll", "6000"])
     assert result.exit_code == 2 and not out.exists()
-    assert result.stderr.strip().splitlines()[-1].endswith("6000 unrolled copies would make a plan of 1,056,000 values; "
-                                                           "synth makes at most 1,000,000")
+    assert result.stderr.strip().splitlines()[-1].endswith("6000 unrolled copies would make a plan of "
+                                                           "1,056,000 values; synth makes at most 1,000,000")

@@ -120,7 +120,7 @@ from ipuplan.report.text import (
     sweep_table,
 )
 from ipuplan.solvers import Backend
-from ipuplan.space.scopes import Scope, candidate_space
+from ipuplan.space.scopes import Scope
 from ipuplan.workbench.synth import MAX_VALUES, repeat_layers, unroll, with_budget_factor, with_scope
 
 try:  # newer typer carries its own copy of click, whose errors are the ones raised
@@ -899,11 +899,14 @@ def report_command(
         require_matplotlib()
     with _Progress(quiet=False).ticking() as progress:
         progress.phase("load", f"{plan_path} ({_size(plan_path)})")
+        from ipuplan.replan.pipeline import prepared_space  # as `optimize` does: the solver's import only when used
+
         facts = plan_facts(load_plan(plan_path))
+        _, space = prepared_space(facts, OptimizeOptions(scope=scope))  # a run's own front half, without the problem
         other = estimate(load_plan(against)) if against is not None else None
         label = str(against) if against is not None else ""
         progress.phase("render", str(output))
-        write_output(output, render_html(facts, candidate_space(facts, scope), other, label))
+        write_output(output, render_html(facts, space, other, label))
         if png is not None:
             with recorded(png):
                 render_png(facts, str(png), other, label)

@@ -66,12 +66,19 @@ def prepare(plan: Plan, options: OptimizeOptions, on_phase: Phase = _silent) -> 
                         f"{size_in_words(size.bytes)} (limit {limit_in_words(options.memory_limit)})")
     facts = plan_facts(plan, options.budgets_for(plan))
     require_structurally_consistent(facts)
-    pins = resolve_pins(plan, options.freeze, options.pin_file)
-    on_phase("candidates", f"scope {options.scope.value}" + (f", {len(pins.frozen)} values pinned" if pins else ""))
-    space = candidate_space(facts, options.scope, pins.frozen, keep_classes=options.keep_classes)
+    pins, space = prepared_space(facts, options, on_phase)
     on_phase("problem", f"{len(space.free):,} free groups, {sum(len(g.candidates) for g in space.free):,} candidates")
     live = live_sets(facts, space)
     return Prepared(options, facts, pins, space, problem_of(facts, space, live), live)
+
+
+def prepared_space(facts: PlanFacts, options: OptimizeOptions,
+                   on_phase: Phase = _silent) -> tuple[Pins, CandidateSpace]:
+    """The pins and the candidate space of a run's facts under `options`: what `prepare` builds the problem from,
+    and all a report of the free and frozen values needs (`ipuplan report`)."""
+    pins = resolve_pins(facts.plan, options.freeze, options.pin_file)
+    on_phase("candidates", f"scope {options.scope.value}" + (f", {len(pins.frozen)} values pinned" if pins else ""))
+    return pins, candidate_space(facts, options.scope, pins.frozen, keep_classes=options.keep_classes)
 
 
 def require_structurally_consistent(facts: PlanFacts) -> None:

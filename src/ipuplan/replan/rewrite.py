@@ -7,12 +7,10 @@ REPLAN.md ("What the output must satisfy") holds against the input.
 from __future__ import annotations
 
 from dataclasses import replace
-from operator import attrgetter
 from typing import TypeVar
 
 from ipuplan.errors import IpuplanError
 from ipuplan.facts.estimate import Estimate, ValueBytes, estimate
-from ipuplan.facts.liveness import Liveness, liveness
 from ipuplan.facts.plan_facts import PlanFacts, plan_facts
 from ipuplan.plan.budgets import Budgets
 from ipuplan.plan.format import Plan, Step, Value, gc_paused
@@ -20,12 +18,6 @@ from ipuplan.plan.layout import format_layout
 from ipuplan.replan.against import against
 from ipuplan.replan.gathers import with_gathers
 from ipuplan.space.types import CandidateSpace
-
-KEPT_VALUE_FIELDS = ("id", "origin", "root", "name", "group", "storage_group", "precision", "copies")
-KEPT_STEP_FIELDS = ("index", "source", "execution_count", "live")
-
-_kept_value, _kept_step = attrgetter(*KEPT_VALUE_FIELDS), attrgetter(*KEPT_STEP_FIELDS)
-"""The kept fields of a value or step at once (most of a large plan's changed values keep all of them)."""
 
 Model = TypeVar("Model", Value, Step)
 
@@ -115,34 +107,6 @@ def apply_choice(plan: Plan, space: CandidateSpace, choice: tuple[int, ...]) -> 
         for step, text in candidate.operations:
             steps[step] = _updated(steps[step], {"operation": text})
     return plan.model_copy(update={"timeline": plan.timeline.model_copy(update={"values": values, "steps": steps})})
-
-
-def contract_violations(before: Plan, after: Plan, live: Liveness | None = None) -> list[str]:
-    """Where `after` breaks the output contract relative to `before` (REPLAN.md).
-
-    Kept: top-level keys, every value's identity, precision and shape (a Gemm's partials
-    may change their leading pK), every step's index, source, execution count, live set and
-    operation kind (a Gemm's numbers may change; `check` proves them consistent).
-    """
-    found = []
-    if list(before.model_extra or {}) != list(after.model_extra or {}):
-        found.append("top-level keys differ")
-    if len(before.values) != len(after.values) or len(before.steps) != len(after.steps):
-        return [*found, "number of values or steps differs"]
-    born_at = (live or liveness(before)).born_at
-    gemm_results = {v for step in before.steps if step.parsed_operation.kind == "Gemm" for v in born_at[step.index]}
-    # a value or step the rewrite left alone is the very same object: nothing of it can have changed
-    for old, new in ((a, b) for a, b in zip(before.values, after.values) if a is not b):
-        if _kept_value(old) != _kept_value(new):
-            found += [f"value {old.id}: {f} changed" for f in KEPT_VALUE_FIELDS if getattr(old, f) != getattr(new, f)]
-        if old.shape != new.shape and not (old.id in gemm_results and old.shape[1:] == new.shape[1:]):
-            found.append(f"value {old.id}: shape changed (only a Gemm's partials may change their pK)")
-    for old, new in ((a, b) for a, b in zip(before.steps, after.steps) if a is not b):
-        if _kept_step(old) != _kept_step(new):
-            found += [f"step {old.index}: {f} changed" for f in KEPT_STEP_FIELDS if getattr(old, f) != getattr(new, f)]
-        if old.parsed_operation.kind != new.parsed_operation.kind:
-            found.append(f"step {old.index}: operation kind changed")
-    return found
 
 
 def rewrite(facts: PlanFacts, space: CandidateSpace, choice: tuple[int, ...], budgets: Budgets) -> PlanFacts:

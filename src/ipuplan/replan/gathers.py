@@ -14,13 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ipuplan.facts.dataflow import BODY_ARGUMENT
 from ipuplan.facts.plan_facts import PlanFacts
 from ipuplan.plan.format import Plan, Step, Value
 from ipuplan.plan.layout import format_layout
 from ipuplan.space.levels.gather import GATHER_OPERATION
 from ipuplan.space.types import CandidateSpace, Gather
-
-BODY_ARGUMENT = " (body argument)"
 
 
 @dataclass(frozen=True)
@@ -53,52 +52,42 @@ def gathered_name(source: int, parameter: Value, reading_step: int) -> str:
     return f"operation {source} gather of {name} for step {reading_step}"
 
 
-def with_gathers(plan: Plan, space: CandidateSpace, choice: tuple[int, ...]) -> tuple[Plan, tuple[InsertedGather, ...]]:
-    """`plan` with the chosen candidates' copies inserted (derived fields not yet recomputed), and what was inserted."""
-    gathers = chosen_gathers(space, choice)
-    if not gathers:
-        return plan, ()
+def with_gathers(plan: Plan, space: CandidateSpace, choice: tuple[int, ...],
+                 born_at: tuple[tuple[int, ...], ...]) -> Plan:
+    """`plan` with the chosen candidates' copies inserted (derived fields not yet recomputed); `born_at`: per step of
+    `plan`, the values first live there (`Liveness.born_at`). What was inserted is read back from the written plan
+    (`inserted_gathers`)."""
     at_step: dict[int, list[tuple[int, Gather]]] = {}
-    for step, parameter, gather in gathers:
+    for step, parameter, gather in chosen_gathers(space, choice):
         at_step.setdefault(step, []).append((parameter, gather))
-    values, steps, inserted = list(plan.values), [], []
+    if not at_step:
+        return plan
+    values, steps = list(plan.values), []
     for step in plan.steps:
-        made = _gathers_before(plan, step, at_step.get(step.index, ()), len(values), len(steps))
-        for record, value, copy_step in made:
-            values.append(value)
-            steps.append(copy_step)
-            inserted.append(record)
-        live = [*step.live, *(record.value for record, _, _ in made)]
+        made = _gathers_before(plan, step, at_step.get(step.index, ()), len(values), len(steps), born_at[step.index])
+        values += [value for value, _ in made]
+        steps += [copy_step for _, copy_step in made]
+        live = [*step.live, *(value.id for value, _ in made)]
         steps.append(step.model_copy(update={"index": len(steps), "live": live}) if made or step.index != len(steps)
                      else step)
-    timeline = plan.timeline.model_copy(update={"values": values, "steps": steps})
-    return plan.model_copy(update={"timeline": timeline}), tuple(inserted)
+    return plan.model_copy(update={"timeline": plan.timeline.model_copy(update={"values": values, "steps": steps})})
 
 
-def _gathers_before(plan: Plan, step: Step, gathers, first_value: int,
-                    first_step: int) -> list[tuple[InsertedGather, Value, Step]]:
-    """The copies made for the reading `step`, each with its record, its value and its inserted step."""
+def _gathers_before(plan: Plan, step: Step, gathers, first_value: int, first_step: int,
+                    born: tuple[int, ...]) -> list[tuple[Value, Step]]:
+    """The copies made for the reading `step` (`born`: the values first live there), each value with its inserted
+    step."""
     reading_index = first_step + len(gathers)
-    born = _born_at(plan, step)
     roots = {plan.values[parameter].root for parameter, _ in gathers}
     held = [v for v in step.live if v not in born or v in roots]
     made = []
     for k, (parameter, gather) in enumerate(gathers):
-        value_id = first_value + k
-        value = _gathered_value(plan.values[parameter], gather, value_id, step.source, reading_index)
-        held = [*held, value_id]
-        copy_step = step.model_copy(update={
+        value = _gathered_value(plan.values[parameter], gather, first_value + k, step.source, reading_index)
+        held = [*held, value.id]
+        made.append((value, step.model_copy(update={
             "index": first_step + k, "operation": GATHER_OPERATION, "live": held,
-            "scratch": step.scratch.model_copy(update={"standard": 0, "interleaved": 0})})
-        made.append((InsertedGather(first_step + k, value_id, parameter, reading_index, value.name), value, copy_step))
+            "scratch": step.scratch.model_copy(update={"standard": 0, "interleaved": 0})})))
     return made
-
-
-def _born_at(plan: Plan, step: Step) -> frozenset[int]:
-    """The values first live at `step` (live there, not at the step before)."""
-    if step.index == 0:
-        return frozenset(step.live)
-    return frozenset(step.live).difference(plan.steps[step.index - 1].live)
 
 
 def _gathered_value(parameter: Value, gather: Gather, value_id: int, source: int, reading_index: int) -> Value:

@@ -117,7 +117,8 @@ def rewrite(facts: PlanFacts, space: CandidateSpace, choice: tuple[int, ...], bu
     estimate, liveness and dataflow read layouts, shapes and live sets, never derived numbers.
     """
     with gc_paused():
-        applied, _ = with_gathers(apply_choice(with_budgets(facts.plan, budgets), space, choice), space, choice)
+        applied = with_gathers(apply_choice(with_budgets(facts.plan, budgets), space, choice), space, choice,
+                               facts.live.born_at)
         inferred = plan_facts(applied)
         rewritten = replace(inferred, plan=with_derived_fields(applied, inferred.estimate))
         # the whole output contract of the run's scope, from outside the optimiser (it runs `check` too), against

@@ -18,7 +18,8 @@ import pytest
 from reference import ALL_PLANS, REFERENCE, with_step, with_value
 
 from ipuplan import InfeasibleBudget, Plan, load_plan
-from ipuplan.facts.check import layout_group_of, placement_problem
+from ipuplan.facts.check import placement_problem
+from ipuplan.facts.dataflow import layout_group_of
 from ipuplan.facts.elementwise_families import OPERAND_COUNTS, Role
 from ipuplan.facts.plan_facts import PlanFacts, plan_facts
 from ipuplan.plan.debug_syntax import Atom, Call, Struct, int_atom

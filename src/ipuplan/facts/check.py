@@ -15,7 +15,7 @@ from operator import attrgetter
 import numpy as np
 
 from ipuplan.facts.attention_families import AttentionFamily, attention_problems
-from ipuplan.facts.dataflow import Dataflow
+from ipuplan.facts.dataflow import Dataflow, layout_group_of
 from ipuplan.facts.elementwise_families import (
     OPERAND_COUNTS,
     ElementwiseFamily,
@@ -212,27 +212,6 @@ def _value_content(value: Value) -> tuple:
 
 def _step_content(step: Step) -> tuple:
     return step.operation, step.scratch.standard, step.scratch.interleaved
-
-
-def layout_group_of(plan: Plan, bindings: Mapping[int, tuple[int, ...]]) -> list[int]:
-    """Per value, a representative of its layout group: in-place aliases with their root, a body argument with every
-    value of its group (`Dataflow.bindings`). Restated from the optimiser's `space.rules.layout_groups` (facts never
-    import the candidate space), so that the check does not share the writer's mistakes."""
-    parent = list(range(len(plan.values)))
-
-    def find(v: int) -> int:
-        while parent[v] != v:
-            parent[v] = parent[parent[v]]
-            v = parent[v]
-        return v
-
-    for value in plan.values:
-        if 0 <= value.root < len(parent):
-            parent[find(value.id)] = find(value.root)
-    for argument, members in bindings.items():
-        for member in members:
-            parent[find(argument)] = find(member)
-    return [find(v) for v in range(len(parent))]
 
 
 def _layout_group_mismatches(plan: Plan, group_of: list[int]) -> list[Mismatch]:

@@ -7,7 +7,7 @@ guess, and whatever it touches stays frozen in the optimiser.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from math import prod
@@ -98,6 +98,27 @@ def body_bindings(plan: Plan) -> dict[int, tuple[int, ...]]:
         elif is_body_argument(value):
             arguments.append(value)
     return {v.id: tuple(by_group.get(v.group, ())) for v in arguments}
+
+
+def layout_group_of(plan: Plan, bindings: Mapping[int, tuple[int, ...]]) -> list[int]:
+    """Per value, a representative of its layout group, the values that must share one layout: in-place aliases with
+    their root, a body argument with every value of its group (`Dataflow.bindings`). The optimiser's groups
+    (`space.rules.layout_groups`) and `check`'s rule that a group is laid out alike read this one definition."""
+    parent = list(range(len(plan.values)))
+
+    def find(v: int) -> int:
+        while parent[v] != v:
+            parent[v] = parent[parent[v]]
+            v = parent[v]
+        return v
+
+    for value in plan.values:
+        if 0 <= value.root < len(parent):
+            parent[find(value.id)] = find(value.root)
+    for argument, members in bindings.items():
+        for member in members:
+            parent[find(argument)] = find(member)
+    return [find(v) for v in range(len(parent))]
 
 
 def in_place_results(plan: Plan, live: Liveness, ambiguities: list[Ambiguity],

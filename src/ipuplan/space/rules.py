@@ -15,6 +15,7 @@ from math import prod
 import numpy as np
 
 from ipuplan.facts.attention_families import AttentionFamily
+from ipuplan.facts.dataflow import layout_group_of
 from ipuplan.facts.estimate import aligned_bytes, sizing_key, value_bytes
 from ipuplan.facts.exchange_proxy import mapped_exchange_bytes
 from ipuplan.facts.gemm_families import DerivedSplit, KernelFamily, placed_sum_scratch, sum_scratch_interleaved
@@ -83,24 +84,12 @@ def context_of(facts: PlanFacts) -> Context:
 
 
 def layout_groups(facts: PlanFacts) -> tuple[LayoutGroup, ...]:
-    """In-place aliases with their root, body arguments with their group: one layout each."""
-    values = facts.plan.values
-    parent = list(range(len(values)))
-
-    def find(v: int) -> int:
-        while parent[v] != v:
-            parent[v] = parent[parent[v]]
-            v = parent[v]
-        return v
-
-    for value in values:
-        parent[find(value.id)] = find(value.root)
-    for argument, members in facts.flow.bindings.items():
-        for member in members:
-            parent[find(argument)] = find(member)
+    """In-place aliases with their root, body arguments with their group: one layout each (`layout_group_of`), in
+    order of their first value."""
+    group_of = layout_group_of(facts.plan, facts.flow.bindings)
     groups: dict[int, list[int]] = defaultdict(list)
-    for value in values:
-        groups[find(value.id)].append(value.id)
+    for value in facts.plan.values:
+        groups[group_of[value.id]].append(value.id)
     return tuple(tuple(members) for members in groups.values())
 
 

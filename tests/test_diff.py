@@ -18,14 +18,14 @@ def optimised(reference_plan):
 
 def test_diff_lists_every_changed_value_and_the_peak(reference_plan, optimised):
     result = diff_plans(reference_plan, optimised)
-    assert [v.value_id for v in result.values] == [8, 9, 12, 13, 20, 21, 24, 25, 31, 51, 53, 57, 59, 71, 75, 110,
-                                                         114]
+    # 71, 110 and 114 (split into heads by views) keep their layouts: re-tiled, their views read two ways
+    assert [v.value_id for v in result.values] == [8, 9, 12, 13, 20, 21, 24, 25, 31, 51, 53, 57, 59, 75]
     qkv = result.values[0]
     assert (tiling(qkv.old_layout)[0], qkv.old_bytes) == ((36, 4), 27_648)
     assert qkv.new_bytes < qkv.old_bytes
     lines = diff_lines(result)
     assert lines[0].startswith("value 8 vit.encoder.layer0.attention.qkv.weight: partitions [36, 4] -> ")
-    assert lines[-2].startswith("17 values and 0 operations changed; raw peak 367,216 (step 47) -> 176,740")
+    assert lines[-2].startswith("14 values and 0 operations changed; raw peak 367,216 (step 47) -> 176,740")
     assert lines[-1].startswith("exchange 699,219,304 -> ")
 
 
@@ -49,7 +49,7 @@ def test_diff_cli(tmp_path, optimised):
     write_plan(optimised, better)
     result = CliRunner().invoke(app, ["diff", str(REFERENCE), str(better)])
     assert result.exit_code == 0
-    assert len(result.stdout.splitlines()) == 19  # 17 values (no family in storage), the peak, the exchange
+    assert len(result.stdout.splitlines()) == 16  # 14 values (no family in storage), the peak, the exchange
 
 
 def test_diff_shows_each_family_that_changed_as_one_unit(reference_plan):

@@ -58,11 +58,25 @@ def test_a_candidate_not_alive_is_forbidden_and_its_pairs_unpriced(prepared):
     problem_ = prepared.problem
     alive = alive_within(problem_, problem_.lower_bound() + 20_000)
     assert any(not mask.all() for mask in alive) and all(mask.any() for mask in alive)
-    pruned = exact_problem(prepared.facts, prepared.space, problem_, alive).problem
+    pruned = exact_problem(prepared.facts, prepared.space, problem_, alive).priced
     for g, mask in enumerate(alive):
         assert all((cost >= FORBIDDEN) == (not kept) for cost, kept in zip(pruned.exchange[g], mask))
     for edge in pruned.edges:
         assert not edge.costs[~alive[edge.a]].any() and not edge.costs[:, ~alive[edge.b]].any()
+
+
+def test_a_choice_is_forbidden_for_its_views_exactly_where_its_plan_reads_two_ways(prepared, priced):
+    """docs/EXCHANGE.md: the strict problem forbids the view pairs whose two readings send different bytes (the
+    reference plan's own pairs read alike), so a choice breaks it exactly where its written plan lists
+    `other_readings`; and the two problems differ only there."""
+    facts, space, problem_ = prepared.facts, prepared.space, prepared.problem
+    differ = []
+    for choice in [problem_.input_choice, *_random_choices(problem_.candidate_counts, 10, seed=3)]:
+        written = rewrite(facts, space, choice, facts.budgets).plan
+        differ.append(priced.readings_differ_in(choice))
+        assert differ[-1] == bool(plan_exchange(written).other_readings)
+        assert priced.priced.forbidden_in(choice) == 0
+    assert not differ[0] and any(differ)
 
 
 def _random_problem(rng: np.random.Generator):

@@ -11,7 +11,7 @@ import pytest
 from test_plan_exchange import REDUCE, RETILE, WHOLE_COPY, _layout, _slice, _view
 
 from ipuplan.facts.pair_exchange import meeting_of, pair_bytes, run_boxes
-from ipuplan.facts.plan_exchange import step_bytes
+from ipuplan.facts.plan_exchange import INNER, step_bytes
 from ipuplan.plan.layout import INTERLEAVED
 from ipuplan.plan.operation import parse_operation
 
@@ -63,6 +63,25 @@ def test_every_pair_is_the_definitions_count(operation, source_shape, result_sha
     fast, slow = _every_pair(operation, source_shape, result_shape, sources, results)
     assert fast.tolist() == slow.tolist()
     assert slow.any()
+
+
+VIEWS = [step for step in STEPS if "AxisFactorView" in step[0]]
+
+
+@pytest.mark.parametrize("operation, source_shape, result_shape", VIEWS)
+def test_every_pair_read_inner_is_the_definitions_count(operation, source_shape, result_shape):
+    """A view read with the factor inner (docs/EXCHANGE.md: the format does not say which) is priced in closed form
+    too, a reversed one in the source's coordinates."""
+    rng = random.Random(hash((operation, source_shape, INNER)) % 1000)
+    sources = [_random_layout(rng, source_shape) for _ in range(14)]
+    results = [_random_layout(rng, result_shape) for _ in range(14)]
+    parsed = parse_operation(operation)
+    assert meeting_of(parsed, source_shape, result_shape, INNER) is not None
+    fast = pair_bytes(parsed, source_shape, result_shape, 2, tuple(sources), tuple(results), INNER)
+    slow = [[step_bytes(parsed, source_shape, result_shape, 2, s, r, INNER) for r in results] for s in sources]
+    assert fast.tolist() == slow
+    outer = pair_bytes(parsed, source_shape, result_shape, 2, tuple(sources), tuple(results))
+    assert (fast != outer).any()
 
 
 def test_the_closed_form_covers_movers_slices_reductions_and_views_not_other_moves():

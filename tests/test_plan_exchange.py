@@ -13,12 +13,12 @@ from math import prod
 
 import numpy as np
 import pytest
-from reference import ALL_PLANS, REFERENCE
+from reference import ALL_PLANS, REFERENCE, with_value
 from typer.testing import CliRunner
 
 from ipuplan import load_plan
 from ipuplan.cli import app
-from ipuplan.facts.plan_exchange import MOVER, REDUCTION, plan_exchange, replica_offsets, step_bytes
+from ipuplan.facts.plan_exchange import INNER, MOVER, REDUCTION, plan_exchange, replica_offsets, step_bytes
 from ipuplan.facts.plan_facts import plan_facts
 from ipuplan.plan.debug_syntax import Atom
 from ipuplan.plan.layout import STANDARD, Axis, AxisTiling, Layout, parse_layout
@@ -173,6 +173,25 @@ def test_views_pair_head_major_elements(reverse):
         assert _fast(_view(reverse), source_shape, source, result_shape, result) == expected
 
 
+@pytest.mark.parametrize("reverse", [False, True])
+def test_the_inner_reading_pairs_factor_minor_elements(reverse):
+    """The format does not say which part of the cut axis the factor is: read inner, head h's column c is 4 c + h."""
+    rng = np.random.default_rng(11)
+    whole, cut = (1, 3, 8), (4, 3, 2)
+    source_shape, result_shape = (cut, whole) if reverse else (whole, cut)
+
+    def sources_of(index):
+        if reverse:  # result (0, j, k): source (k % 4, j, k // 4)
+            return [(index[2] % 4, index[1], index[2] // 4)]
+        return [(0, index[1], 4 * index[2] + index[0])]
+
+    for _ in range(20):
+        source, result = _random_layout(rng, source_shape), _random_layout(rng, result_shape, linear=rng.random() < 0.3)
+        expected = _brute_force(source_shape, source, result_shape, result, sources_of)
+        sent = step_bytes(parse_operation(_view(reverse)), source_shape, result_shape, 2, source, result, INNER)
+        assert sent == expected
+
+
 def test_a_view_into_a_padded_axis_sends_no_padding():
     # [1, 3, 8] -> [4, 3, 3]: head-major 4 x 2, the result's third column is padding
     rng = np.random.default_rng(3)
@@ -297,7 +316,8 @@ def test_optimize_reports_the_exact_exchange_of_its_input_and_of_the_plan_it_wri
     assert (summary["exchange_bytes_before"], summary["exchange_bytes_after"]) == (REPORTED_BEFORE, written.total)
     assert summary["exchange_bytes_added"] == written.total - REPORTED_BEFORE
     assert summary["exchange"]["output"] == {"total": written.total, "movers": written.movers,
-                                             "reductions": written.reductions, "unpriced": []}
+                                             "reductions": written.reductions, "unpriced": [],
+                                             "inner_total": written.total, "other_readings": []}
     # the model priced the written plan's own figure (issue 24, part 2), and never chose worse than the input's
     assert summary["model_exchange_exact"] and summary["model_exchange_bytes_after"] == written.total
     assert summary["model_exchange_bytes_before"] == REPORTED_BEFORE
@@ -337,9 +357,38 @@ def test_check_json_and_show_carry_the_plans_exchange():
     summary = json.loads(runner.invoke(app, ["check", "--json", str(REFERENCE)]).stdout)
     assert summary["status"] == "consistent" and summary["mismatches"] == []
     assert summary["exchange"] == {"total": 699_219_304, "movers": 585_007_304, "reductions": 114_212_000,
-                                   "unpriced": []}
+                                   "unpriced": [], "inner_total": 699_219_304, "other_readings": []}
     shown = runner.invoke(app, ["show", str(REFERENCE)]).stdout
     assert "699,219,304 B" in shown and "585,007,304 B" in shown and "114,212,000 B" in shown
+
+
+HEADS_ALIGNED = (  # value 71 [16, 729, 72] split like its source 68 [1, 729, 1152]: heads 0-7 and 8-15 apart
+    "Layout { order: Amp(Left), tiling: TensorTiling { tile_count: 1458, replicas: 1, axes: ["
+    "AxisTiling { axis: FromEnd(2), partitions: 729, padding_groups: 1, block_size: 1, padding_multiple: 1, "
+    "shard_padding_multiple: 1, padding: Reject, tile_stride: Some(2) }, "
+    "AxisTiling { axis: FromEnd(3), partitions: 2, padding_groups: 1, block_size: 1, padding_multiple: 1, "
+    "shard_padding_multiple: 1, padding: Reject, tile_stride: Some(1) }, "
+    "AxisTiling { axis: FromEnd(1), partitions: 1, padding_groups: 1, block_size: 16, padding_multiple: 16, "
+    "shard_padding_multiple: 1, padding: Zero, tile_stride: None }] }, memory_class: Ipu21Standard }")
+
+
+def test_a_view_whose_readings_differ_is_listed_with_both_figures(reference_plan, tmp_path):
+    """Step 19 splits the heads of value 68 into value 71: head-major the two halves meet on the same tiles and
+    nothing is sent; read factor-inner every head is in both halves of 68, and half of it moves."""
+    assert plan_exchange(reference_plan).other_readings == ()
+    plan = with_value(reference_plan, 71, layout=HEADS_ALIGNED)
+    exchange = plan_exchange(plan)
+    (other,) = [o for o in exchange.other_readings if o.step == 19]
+    assert (other.bytes, other.inner_bytes) == (0, 729 * 1152 // 2 * 2)
+    assert exchange.inner_total == exchange.total + sum(o.inner_bytes - o.bytes for o in exchange.other_readings)
+    raw = json.loads(REFERENCE.read_text())
+    raw["timeline"]["values"][71]["layout"] = HEADS_ALIGNED
+    path = tmp_path / "aligned.json"
+    path.write_text(json.dumps(raw))
+    summary = json.loads(runner.invoke(app, ["check", "--json", str(path)]).stdout)["exchange"]
+    assert {"step": 19, "bytes": 0, "inner_bytes": 839_808} in summary["other_readings"]
+    assert summary["inner_total"] == exchange.inner_total
+    assert f"{exchange.inner_total:,} B" in runner.invoke(app, ["show", str(path)], env={"COLUMNS": "200"}).stdout
 
 
 def test_check_json_of_a_plan_with_mismatches_exits_1_with_them_and_its_exchange(tmp_path):

@@ -70,7 +70,10 @@ def test_the_exact_exchange_stage_can_be_left_out(reference_plan, monkeypatch):
     exact = optimize(reference_plan, workers=1, scope="storage")
     never = optimize(reference_plan, workers=1, scope="storage", exact_exchange="never")
     assert exact.exact and not never.exact
-    assert never.after.raw_peak == exact.after.raw_peak and never.exchange_after >= exact.exchange_after
+    assert never.after.raw_peak == exact.after.raw_peak
+    # the proxy's plan may send less only by views that read two ways (docs/EXCHANGE.md), which the exact stage avoids
+    assert not exact.output_exchange.other_readings
+    assert never.exchange_after >= exact.exchange_after or never.output_exchange.other_readings
     assert never.model_exchange_after != never.exchange_after  # the proxy, under its own name
     heard = []
     monkeypatch.setattr(pipeline, "EXACT_AUTO_CANDIDATES", 10)
@@ -113,10 +116,10 @@ def test_an_exact_solve_that_breaks_a_limit_is_not_taken():
 
     p = problem([StepRow(0, 0, 0, ((0, b(10, 20), b(0, 0)),))], (2,), exchange=((9, 1),),
                 limits=(Limit("peak found", 1, 1, 15),))
-    exact = ExactProblem(p, 100)
+    exact = ExactProblem(p, 100, p)
     breaking = SolveResult(SolveStatus.OPTIMAL, (1,), 20, 20, 0.0, 0.0, None, 0, 0, 1, 1, objective=Objective.FIT)
     assert pipeline.exact_choice(exact, (0,), breaking) == ((0,), False)
     within = problem([StepRow(0, 0, 0, ((0, b(10, 12), b(0, 0)),))], (2,), exchange=((9, 1),),
                     limits=(Limit("peak found", 1, 1, 15),))
     found = SolveResult(SolveStatus.OPTIMAL, (1,), 12, 12, 0.0, 0.0, None, 0, 0, 1, 1, objective=Objective.FIT)
-    assert pipeline.exact_choice(ExactProblem(within, 100), (0,), found) == ((1,), True)
+    assert pipeline.exact_choice(ExactProblem(within, 100, within), (0,), found) == ((1,), True)

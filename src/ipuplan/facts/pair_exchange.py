@@ -29,6 +29,7 @@ from ipuplan.facts.exchange_proxy import placement
 from ipuplan.facts.plan_exchange import (
     MAX_ENUMERATED,
     MAX_TILES,
+    OUTER,
     TooLarge,
     axis_factor_view,
     correspondence_of,
@@ -58,26 +59,39 @@ class Meeting:
     valid_high: tuple[int, ...]
     view: tuple[int, int, int, bool] | None = None
     """An `AxisFactorView`'s (split_axis, merge_axis, factor, reversed)."""
+    reading: str = OUTER
+    """How the view is read (`plan_exchange.OUTER` or `INNER`)."""
+
+    @property
+    def in_source_space(self) -> bool:
+        """A reversed view read `INNER` sends a source box to strided result elements, but a result box to source
+        boxes: the common space is then the source's, and the result's pieces are mapped into it."""
+        return self.view is not None and self.view[3] and self.reading != OUTER
 
 
 @lru_cache(maxsize=4096)
-def meeting_of(operation: Operation, source_shape: tuple[int, ...], result_shape: tuple[int, ...]) -> Meeting | None:
+def meeting_of(operation: Operation, source_shape: tuple[int, ...], result_shape: tuple[int, ...],
+               reading: str = OUTER) -> Meeting | None:
     """The step's meeting, or None where the closed form does not apply (a view of another kind, ranks that differ
     without a view, shapes the definition cannot pair)."""
     rank = len(result_shape)
     if max((*source_shape, *result_shape), default=1) > MAX_ENUMERATED:
         return None
-    if isinstance(correspondence_of(operation, source_shape, result_shape), str):
+    if isinstance(correspondence_of(operation, source_shape, result_shape, reading), str):
         return None
     if operation.kind == "Sum":
         return Meeting(result_shape, (0,) * rank, source_shape[0], (0,) * rank, result_shape)
     if operation.has_view:
         view = axis_factor_view(operation)
         split, _, factor, reverse = view
+        if reverse and reading != OUTER:  # the source's cut axis may be padded: beyond the inner part, dropped
+            high = list(source_shape)
+            high[split] = result_shape[split] // factor
+            return Meeting(source_shape, (0,) * rank, 0, (0,) * rank, tuple(high), view, reading)
         high = list(result_shape)
         if not reverse:  # the result may pad the cut axis: beyond the inner part, nothing to send
             high[split] = min(high[split], source_shape[split] // factor)
-        return Meeting(result_shape, (0,) * rank, 0, (0,) * rank, tuple(high), view)
+        return Meeting(result_shape, (0,) * rank, 0, (0,) * rank, tuple(high), view, reading)
     offsets = operation.copy_offsets or (0,) * rank
     low = tuple(max(0, -o) for o in offsets)
     high = tuple(max(lo, min(n, s - o)) for lo, n, s, o in zip(low, result_shape, source_shape, offsets))
@@ -109,7 +123,11 @@ def source_pieces(meeting: Meeting, shape: tuple[int, ...], layout: Layout) -> P
     if meeting.partials:
         weight = high[:, 0] - low[:, 0]
         return _kept(meeting, tiles, low[:, 1:], high[:, 1:], weight)
-    if meeting.view is not None:
+    if meeting.in_source_space:
+        low, high = _clipped(meeting, low, high)
+    elif meeting.view is not None and meeting.reading != OUTER:
+        tiles, low, high = _cut_inner(meeting.view, shape, tiles, low, high)
+    elif meeting.view is not None:
         tiles, low, high = _through_view(meeting.view, shape, meeting.space, tiles, low, high)
     else:
         offsets, space = np.array(meeting.offsets, dtype=np.int64), np.array(meeting.space, dtype=np.int64)
@@ -125,9 +143,63 @@ def result_pieces(meeting: Meeting, shape: tuple[int, ...], layout: Layout) -> P
     if boxes is None:
         return None
     tiles, low, high = boxes
-    valid_low, valid_high = np.array(meeting.valid_low, dtype=np.int64), np.array(meeting.valid_high, dtype=np.int64)
-    low, high = np.clip(low, valid_low, valid_high), np.clip(high, valid_low, valid_high)
+    if meeting.in_source_space:
+        tiles, low, high = _cut_inner(meeting.view, shape, tiles, low, high)
+    else:
+        low, high = _clipped(meeting, low, high)
     return _kept(meeting, tiles, low, high, np.full(len(tiles), max(meeting.partials, 1), dtype=np.int64))
+
+
+def _clipped(meeting: Meeting, low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Boxes cut to the region of the common space both sides have elements for."""
+    valid_low, valid_high = np.array(meeting.valid_low, dtype=np.int64), np.array(meeting.valid_high, dtype=np.int64)
+    return np.clip(low, valid_low, valid_high), np.clip(high, valid_low, valid_high)
+
+
+def _cut_inner(view: tuple[int, int, int, bool], whole: tuple[int, ...], tiles: np.ndarray, low: np.ndarray,
+               high: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Boxes of the side whose `split_axis` is whole, in the other side's coordinates, the view read `INNER`:
+    `(m0, c x factor + f)` along (merge, split) is `(f x whole[merge] + m0, c)`. A box is one piece per factor `f`;
+    one that spans the merge axis whole is at most three (the factors whose columns start and stop alike are one
+    run of the merge axis), so that a side split along the cut axis is priced at the cost of the `OUTER` reading."""
+    split, merge, factor, _ = view
+    along = whole[merge]
+    full = (low[:, merge] == 0) & (high[:, merge] >= along)
+    # per box, runs [first, last) of factors: each factor alone for a box cut along merge, else the runs between
+    # 0, low mod F, high mod F and F (over each, the columns a factor takes start and stop alike)
+    width = max(factor, 3)
+    single = np.minimum(np.arange(width + 1, dtype=np.int64), factor)[None, :]
+    cuts = np.sort(np.column_stack([np.zeros(len(tiles), dtype=np.int64), low[:, split] % factor,
+                                    high[:, split] % factor, np.full(len(tiles), factor, dtype=np.int64)]), axis=1)
+    runs = np.pad(cuts, ((0, 0), (0, width - 3)), mode="edge")
+    first = np.where(full[:, None], runs[:, :-1], single[:, :-1])
+    last = np.where(full[:, None], runs[:, 1:], single[:, 1:])
+    keep = last > first
+    box = np.repeat(np.arange(len(tiles)), keep.sum(axis=1))
+    f0, f1 = first[keep], last[keep]
+    new_low, new_high = low[box].copy(), high[box].copy()
+    inner = whole[split] // factor
+    new_low[:, split] = np.clip(-((f0 - low[box, split]) // factor), 0, inner)
+    new_high[:, split] = np.clip(-((f0 - high[box, split]) // factor), 0, inner)
+    merged = full[box]
+    new_low[:, merge] = np.where(merged, f0 * along, f0 * along + low[box, merge])
+    new_high[:, merge] = np.where(merged, f1 * along, f0 * along + high[box, merge])
+    return tiles[box], new_low, new_high
+
+
+@lru_cache(maxsize=8192)
+def reads_alike(operation: Operation, shape: tuple[int, ...], layout: Layout, source: bool) -> bool:
+    """Whether a view step's `source` (or result) side at `layout` sends the same bytes read `OUTER` or `INNER`
+    whatever the other side: every shard spans the coupled axes whole (the cut axis of the side that has it whole;
+    the cut side's part of it and its merge axis), so both readings map a shard onto the same elements."""
+    view = axis_factor_view(operation)
+    boxes = _own_boxes(shape, layout) if view is not None else None
+    if boxes is None:
+        return False
+    _, low, high = boxes
+    split, merge, _, reverse = view
+    spanned = [split] if source != reverse else [split, merge]
+    return bool(all((low[:, d] == 0).all() and (high[:, d] >= shape[d]).all() for d in spanned))
 
 
 def _kept(meeting: Meeting, tiles: np.ndarray, low: np.ndarray, high: np.ndarray, weight: np.ndarray) -> Pieces:
@@ -137,6 +209,7 @@ def _kept(meeting: Meeting, tiles: np.ndarray, low: np.ndarray, high: np.ndarray
     return Pieces(tiles[keep], low[keep][:, wide], high[keep][:, wide], weight[keep])
 
 
+@lru_cache(maxsize=8192)
 def _own_boxes(shape: tuple[int, ...], layout: Layout) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(tile, low corner, high corner) of every piece of every replica in the tensor's own coordinates: an axis
     tiling's shards, a `Linear` tiling's runs cut into boxes; None past MAX_TILES or with two shards on a tile."""
@@ -161,9 +234,10 @@ def _own_boxes(shape: tuple[int, ...], layout: Layout) -> tuple[np.ndarray, np.n
     if np.bincount(tiles).max(initial=0) > 1:
         return None
     low, high = np.tile(low, (len(replicas), 1)), np.tile(high, (len(replicas), 1))
-    if not flat:
-        return tiles, low, high
-    return run_boxes(shape, tiles, low[:, 0], high[:, 0])
+    boxes = (tiles, low, high) if not flat else run_boxes(shape, tiles, low[:, 0], high[:, 0])
+    for array in boxes:  # cached: shared by every step and reading that meets this layout
+        array.flags.writeable = False
+    return boxes
 
 
 def run_boxes(shape: tuple[int, ...], tiles: np.ndarray, start: np.ndarray,
@@ -224,12 +298,13 @@ def _through_view(view: tuple[int, int, int, bool], shape: tuple[int, ...], spac
 
 
 def pair_bytes(operation: Operation, source_shape: tuple[int, ...], result_shape: tuple[int, ...], element_size: int,
-               sources: tuple[Layout, ...], results: tuple[Layout, ...]) -> np.ndarray:
+               sources: tuple[Layout, ...], results: tuple[Layout, ...], reading: str = OUTER) -> np.ndarray:
     """Per (source layout, result layout), the bytes the step sends (`step_bytes`; 0 where it cannot be priced,
-    as the plan's figure leaves such a step out)."""
+    as the plan's figure leaves such a step out), a view read `reading`."""
     source_keys, source_index = _placements(sources)
     result_keys, result_index = _placements(results)
-    distinct = _distinct_pair_bytes(operation, source_shape, result_shape, element_size, source_keys, result_keys)
+    distinct = _distinct_pair_bytes(operation, source_shape, result_shape, element_size, source_keys, result_keys,
+                                    reading)
     return distinct[np.ix_(source_index, result_index)]
 
 
@@ -246,9 +321,10 @@ def _placements(layouts: tuple[Layout, ...]) -> tuple[tuple[Layout, ...], np.nda
 
 @lru_cache(maxsize=1024)
 def _distinct_pair_bytes(operation: Operation, source_shape: tuple[int, ...], result_shape: tuple[int, ...],
-                         element_size: int, sources: tuple[Layout, ...], results: tuple[Layout, ...]) -> np.ndarray:
+                         element_size: int, sources: tuple[Layout, ...], results: tuple[Layout, ...],
+                         reading: str) -> np.ndarray:
     """`pair_bytes` of layouts that each place differently (cached: repeated layers price the same step)."""
-    meeting = meeting_of(operation, source_shape, result_shape)
+    meeting = meeting_of(operation, source_shape, result_shape, reading)
     sending = [source_pieces(meeting, source_shape, s) if meeting else None for s in sources]
     receiving = [result_pieces(meeting, result_shape, r) if meeting else None for r in results]
     rows = [i for i, s in enumerate(sending) if s is not None]
@@ -260,7 +336,7 @@ def _distinct_pair_bytes(operation: Operation, source_shape: tuple[int, ...], re
         found[np.ix_(rows, columns)] = (wanted[None, :] - held) * element_size
     for i, j in product(range(len(sources)), range(len(results))):
         if sending[i] is None or receiving[j] is None:
-            sent = step_bytes(operation, source_shape, result_shape, element_size, sources[i], results[j])
+            sent = step_bytes(operation, source_shape, result_shape, element_size, sources[i], results[j], reading)
             found[i, j] = 0 if isinstance(sent, str) else sent
     found.flags.writeable = False
     return found

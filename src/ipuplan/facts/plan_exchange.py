@@ -42,6 +42,12 @@ class WithFlow(Protocol):
 MOVER = "mover"
 REDUCTION = "reduction"
 
+OUTER = "outer"
+"""An `AxisFactorView`'s factor as the outer part of the cut axis (head-major): the reading every figure reports."""
+INNER = "inner"
+"""The factor as the inner part: the plan format does not say which, so a rewrite keeps the views it changes to
+layouts where both readings send the same bytes (docs/EXCHANGE.md)."""
+
 MAX_TILES = 1 << 16
 """Tiles a layout may span, replicas included, to be priced (a chip has 1,472): beyond, a damaged plan's placement."""
 MAX_ENUMERATED = 1 << 24
@@ -76,13 +82,29 @@ class Unpriced:
 
 
 @dataclass(frozen=True)
+class OtherReading:
+    """A view step whose `INNER` reading sends other bytes than the `OUTER` one its figure counts."""
+
+    step: int
+    bytes: int
+    inner_bytes: int
+
+
+@dataclass(frozen=True)
 class PlanExchange:
     steps: tuple[StepExchange, ...]
     unpriced: tuple[Unpriced, ...]
+    other_readings: tuple[OtherReading, ...] = ()
+    """The view steps whose figure depends on how the compiler reads the view (none on a plan it wrote itself)."""
 
     @property
     def total(self) -> int:
         return self.movers + self.reductions
+
+    @property
+    def inner_total(self) -> int:
+        """The total with every view read `INNER` (equal to `total` where no view's bytes depend on the reading)."""
+        return self.total + sum(o.inner_bytes - o.bytes for o in self.other_readings)
 
     @property
     def movers(self) -> int:
@@ -107,6 +129,7 @@ def plan_exchange(plan: Plan, facts: WithFlow | None = None) -> PlanExchange:
     flow = facts.flow if facts is not None else dataflow(plan)
     priced: list[StepExchange] = []
     unpriced: list[Unpriced] = []
+    other: list[OtherReading] = []
     kinds: dict[str, str | None] = {}
     # by text: a large plan repeats a few dozen steps, and hashing their `Layout`s walks whole trees
     sent_by_text: dict[tuple, int | str] = {}
@@ -123,20 +146,31 @@ def plan_exchange(plan: Plan, facts: WithFlow | None = None) -> PlanExchange:
             continue
         source, result = plan.values[step.reads[0]], plan.values[step.writes[0]]
         key = (text, tuple(source.shape), tuple(result.shape), source.precision, source.layout, result.layout)
-        sent = sent_by_text.get(key)
-        if sent is None:
-            sent = sent_by_text[key] = step_bytes(parse_operation(text), key[1], key[2], source.element_size,
-                                                  source.parsed_layout, result.parsed_layout)
+        if key not in sent_by_text:
+            sent_by_text[key] = both_readings(parse_operation(text), key[1], key[2], source.element_size,
+                                              source.parsed_layout, result.parsed_layout)
+        sent, inner = sent_by_text[key]
         if isinstance(sent, str):
             unpriced.append(Unpriced(step.index, sent))
-        else:
-            priced.append(StepExchange(step.index, kind, source.id, result.id, sent))
-    return PlanExchange(tuple(priced), tuple(unpriced))
+            continue
+        priced.append(StepExchange(step.index, kind, source.id, result.id, sent))
+        if inner != sent:
+            other.append(OtherReading(step.index, sent, inner))
+    return PlanExchange(tuple(priced), tuple(unpriced), tuple(other))
+
+
+def both_readings(operation: Operation, source_shape: tuple[int, ...], result_shape: tuple[int, ...],
+                  element_size: int, source: Layout, result: Layout) -> tuple[int | str, int | str]:
+    """`step_bytes` read `OUTER` and `INNER` (the same figure twice for a step without a view)."""
+    outer = step_bytes(operation, source_shape, result_shape, element_size, source, result)
+    if not operation.has_view or isinstance(outer, str):
+        return outer, outer
+    return outer, step_bytes(operation, source_shape, result_shape, element_size, source, result, INNER)
 
 
 @lru_cache(maxsize=65536)
 def step_bytes(operation: Operation, source_shape: tuple[int, ...], result_shape: tuple[int, ...], element_size: int,
-               source: Layout, result: Layout) -> int | str:
+               source: Layout, result: Layout, reading: str = OUTER) -> int | str:
     """Bytes one mover or reduction sends from `source` to `result`, or why it cannot be priced.
 
     Cached: repeated layers and unrolled copies repeat the same steps. An element is sent in the
@@ -144,7 +178,7 @@ def step_bytes(operation: Operation, source_shape: tuple[int, ...], result_shape
     """
     if max((*source_shape, *result_shape), default=1) > MAX_ENUMERATED:
         return f"a dimension of more than {MAX_ENUMERATED:,} elements"
-    correspondence = correspondence_of(operation, source_shape, result_shape)
+    correspondence = correspondence_of(operation, source_shape, result_shape, reading)
     if isinstance(correspondence, str):
         return correspondence
     shape, source_coordinates, result_coordinates = correspondence
@@ -162,8 +196,8 @@ def step_bytes(operation: Operation, source_shape: tuple[int, ...], result_shape
     return (wanted - held_locally(distances, elements, sending.replicas, receiving.replicas)) * element_size
 
 
-def correspondence_of(operation: Operation, source_shape: tuple[int, ...],
-                      result_shape: tuple[int, ...]) -> tuple[tuple[int, ...], Coordinates, Coordinates] | str:
+def correspondence_of(operation: Operation, source_shape: tuple[int, ...], result_shape: tuple[int, ...],
+                      reading: str = OUTER) -> tuple[tuple[int, ...], Coordinates, Coordinates] | str:
     """The common index space of a step, and per element of it the source and result element it pairs.
 
     A reduction pairs partial `(p, *e)` with result element `e`; a mover pairs each result element with
@@ -176,7 +210,7 @@ def correspondence_of(operation: Operation, source_shape: tuple[int, ...],
         return source_shape, axes, axes[1:]
     axes = index_axes(result_shape)
     if operation.has_view:
-        source = viewed(operation, source_shape, result_shape, axes)
+        source = viewed(operation, source_shape, result_shape, axes, reading)
     elif operation.copy_offsets:
         offsets = operation.copy_offsets
         same_rank = len(offsets) == len(source_shape) == len(result_shape)
@@ -196,14 +230,15 @@ def index_axes(shape: tuple[int, ...]) -> Coordinates:
 
 
 def viewed(operation: Operation, source_shape: tuple[int, ...], result_shape: tuple[int, ...],
-           axes: Coordinates) -> Coordinates | str:
+           axes: Coordinates, reading: str = OUTER) -> Coordinates | str:
     """Source coordinates of a `Copy` through `AxisFactorView { split_axis, merge_axis, factor, reversed }`.
 
     Not reversed: the source's `split_axis` is cut into `factor` x (size / factor), the factor outer, and
     the factor becomes the outer part of `merge_axis` ([1, 729, 1152] -> [16, 729, 72]: result
     (h, j, c) is source (0, j, 72 h + c), head-major); the result may pad the cut axis ([16, 729, 80]:
     c >= 72 is padding). Reversed: the inverse, so the result's `split_axis` is cut and its outer factor
-    joins the source's `merge_axis` ([16, 729, 72] -> [1, 729, 1152]).
+    joins the source's `merge_axis` ([16, 729, 72] -> [1, 729, 1152]). `INNER` reads the factor as the cut axis's
+    inner part instead (result (h, j, c) is source (0, j, 16 c + h)).
     """
     view = axis_factor_view(operation)
     if view is None:
@@ -217,12 +252,15 @@ def viewed(operation: Operation, source_shape: tuple[int, ...], result_shape: tu
     if whole[split] % factor or cut[merge] != whole[merge] * factor or cut[split] < inner or not others:
         return f"a view that does not turn {list(source_shape)} into {list(result_shape)}"
     source = list(axes)
-    if reverse:  # result split index k = f * inner + c
-        source[split] = axes[split] % inner
-        source[merge] = axes[split] // inner * result_shape[merge] + axes[merge]
+    outer = reading == OUTER
+    if reverse:  # result split index k = f * inner + c (outer) or c * factor + f (inner)
+        source[split] = axes[split] % inner if outer else axes[split] // factor
+        part = axes[split] // inner if outer else axes[split] % factor
+        source[merge] = part * result_shape[merge] + axes[merge]
     else:  # result merge index m = f * S[merge] + m0; a result index c >= inner along split is padding
         source[merge] = axes[merge] % source_shape[merge]
-        flat = axes[merge] // source_shape[merge] * inner + axes[split]
+        part = axes[merge] // source_shape[merge]
+        flat = part * inner + axes[split] if outer else axes[split] * factor + part
         source[split] = np.where(axes[split] < inner, flat, source_shape[split])
     return tuple(source)
 

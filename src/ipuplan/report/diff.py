@@ -113,6 +113,8 @@ def exchange_line(before: PlanExchange, after: PlanExchange) -> str:
             f"movers {before.movers:,} -> {after.movers:,}, reductions {before.reductions:,} -> {after.reductions:,}")
     if before.unpriced or after.unpriced:
         line += f"; unpriced steps {len(before.unpriced)} -> {len(after.unpriced)} (not in the figures)"
+    if before.other_readings or after.other_readings:  # docs/EXCHANGE.md: a view's reading is not in the format
+        line += f"; views read factor-inner {before.inner_total:,} -> {after.inner_total:,}"
     return line
 
 

@@ -113,7 +113,17 @@ def exchange_rows(exchange: PlanExchange) -> list[tuple[str, str]]:
         ("  movers send", f"{exchange.movers:,} B"),
         ("  reductions send", f"{exchange.reductions:,} B"),
         ("exchange unpriced", unpriced_words(exchange)),
+        *([] if not exchange.other_readings else [("views read factor-inner", other_reading_words(exchange))]),
     ]
+
+
+def other_reading_words(exchange: PlanExchange, most: int = 3) -> str:
+    """The view steps whose bytes depend on how the compiler reads `AxisFactorView` (docs/EXCHANGE.md), and the
+    total read factor-inner."""
+    other = exchange.other_readings
+    more = f" and {len(other) - most} more" if len(other) > most else ""
+    shown = ", ".join(str(o.step) for o in other[:most]) + more
+    return f"{exchange.inner_total:,} B (steps {shown} send other bytes)"
 
 
 def unpriced_words(exchange: PlanExchange, most: int = 3) -> str:
@@ -147,7 +157,10 @@ def _plain(number: object) -> object:
 def exchange_summary(exchange: PlanExchange) -> dict:
     """The exact exchange as `--json` carries it: total, movers, reductions, and each unpriced step with why."""
     return {"total": exchange.total, "movers": exchange.movers, "reductions": exchange.reductions,
-            "unpriced": [{"step": u.step, "reason": u.reason} for u in exchange.unpriced]}
+            "unpriced": [{"step": u.step, "reason": u.reason} for u in exchange.unpriced],
+            "inner_total": exchange.inner_total,
+            "other_readings": [{"step": o.step, "bytes": o.bytes, "inner_bytes": o.inner_bytes}
+                               for o in exchange.other_readings]}
 
 
 def show_summary(source: str, plan: Plan, result: Estimate, exchange: PlanExchange, top: int) -> dict:
@@ -237,6 +250,7 @@ def optimize_table(result) -> Table:
         ("values changed", "", f"{len(result.changes)}"),
         ("exchange bytes added", "", f"{result.exchange_bytes_added:+,}"),
         *_unpriced_row(result),
+        *_other_reading_row(result),
         *_proxy_row(result),
         ("solver status", "", f"{solved.status.value} for scope {result.options.scope.value}"),
         *_bound_rows(solved),
@@ -257,6 +271,15 @@ def _unpriced_row(result) -> list[tuple[str, str, str]]:
     if not before.unpriced and not after.unpriced:
         return []
     return [("exchange unpriced steps", f"{len(before.unpriced)}", f"{len(after.unpriced)}")]
+
+
+def _other_reading_row(result) -> list[tuple[str, str, str]]:
+    """The exchange with every view read factor-inner, where some view step's bytes depend on the reading (never in
+    a plan the exact stage chose, unless the input's own views do: docs/EXCHANGE.md)."""
+    before, after = result.input_exchange, result.output_exchange
+    if not before.other_readings and not after.other_readings:
+        return []
+    return [("  views read factor-inner", f"{before.inner_total:,}", f"{after.inner_total:,}")]
 
 
 def _proxy_row(result) -> list[tuple[str, str, str]]:

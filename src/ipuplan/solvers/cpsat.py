@@ -332,15 +332,18 @@ def run_phases(choices: LayoutChoices, ordered: list[Phase], settings: SolverSet
     the first phase without a solution (its outcome has value 0)."""
     outcomes: list[PhaseOutcome] = []
     choice, first = None, None
+    units = 0.0  # deterministic time the phases used: with one worker the shares hang on it, not on the clock
     for index, phase in enumerate(ordered):
         last = index == len(ordered) - 1
-        seconds = _phase_seconds(settings.time_limit, len(ordered) - 1, time.perf_counter() - built, last)
+        spent = units if settings.deterministic else time.perf_counter() - built
+        seconds = _phase_seconds(settings.time_limit, len(ordered) - 1, spent, last)
         choices.model.minimize(phase.expression)
         if choice is not None:
             choices.hint(choice)
         elif settings.dump_model:
             choices.model.export_to_file(settings.dump_model)
         solver, status, found = _run(choices, settings, seconds, phase.name, _scaled(progress, phase.weight), built)
+        units += solver.response_proto.deterministic_time
         first = found if index == 0 else first
         if status not in SOLVED:
             bound = int(solver.best_objective_bound) if status == SolveStatus.NO_SOLUTION else 0
@@ -569,7 +572,7 @@ def _solve_from(problem: Problem, settings: SolverSettings, progress: Progress |
         # The hint's peak is the lower bound: go straight to the exchange phase.
         ordered = [phase for phase in ordered if phase.name != "peak"]
     built = time.perf_counter()
-    if _pairwise_fit(problem, settings.objective, soft) or not settings.deterministic:
+    if not settings.deterministic:
         # the start and the build took their share of the limit (the deterministic units stay whole: reproducible)
         settings = replace(settings, time_limit=max(settings.time_limit - (built - started), 0.2 * settings.time_limit))
     proto = choices.model.proto

@@ -5,7 +5,7 @@ Run:  .venv/bin/python benchmarks/exact_exchange.py [PLAN ...] [--scope S ...] [
 
 For each plan (default: every plan in `models/`), scope and objective, with `workers=1` (deterministic):
 `optimize`'s front half and first solve (`prepare`, `solve_space`: the proxy's choice, what ipuplan wrote before the
-exact stage), then the exact stage (`pipeline.priced_exactly`: every pair of the candidates that can meet the peak
+exact stage), then the exact stage (`pipeline.exchange_phase`: every pair of the candidates that can meet the peak
 found priced, the least exact exchange solved). Per row: the raw peak of each, the exact exchange (docs/EXCHANGE.md,
 `plan_exchange` of the rewritten plan) of the input, of the proxy's plan and of the exact stage's plan, the model's
 figure (must equal the last), the exact stage's status and bound over the whole scope (`fit`) or at the peak (`peak`),
@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -26,11 +25,11 @@ from tables import print_table
 
 from ipuplan import load_plan
 from ipuplan.facts.plan_exchange import plan_exchange
-from ipuplan.model.build import Widening
 from ipuplan.replan.options import OptimizeOptions
-from ipuplan.replan.pipeline import prepare, priced_exactly
+from ipuplan.replan.pipeline import exchange_phase, peak_phase, prepare, run_path
 from ipuplan.replan.rewrite import rewrite
-from ipuplan.solvers import SolveStatus, solve_space
+from ipuplan.solvers import SolveStatus
+from ipuplan.solvers.deadline import Deadline
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,15 +39,17 @@ def row(path: Path, scope: str, objective: str) -> dict:
     options = OptimizeOptions(scope=scope, objective=objective, workers=1)
     prepared = prepare(plan, options)
     settings = options.solver_settings()
-    widened, first = solve_space(Widening(prepared.facts, prepared.space, prepared.problem), settings, options.solver)
+    deadline, phases = Deadline.starting(options.time_limit, settings.deterministic), run_path(prepared)
+    peak = peak_phase(prepared, settings, deadline, phases)
     head = {"plan": path.name, "scope": scope, "objective": objective}
-    problem = widened.problem
+    prepared, first = peak.prepared, peak.solved
+    problem = prepared.problem
     if first.status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE) or problem.usage(first.choice).violation(
             problem.limits):
         return {**head, "proxy: raw peak": f"does not fit ({first.status.value})"}
-    prepared = replace(prepared, space=widened.space, problem=problem)
     started = time.perf_counter()
-    exact, solved = priced_exactly(prepared, first, settings, started + settings.time_limit)
+    priced = exchange_phase(peak, settings, deadline, phases)
+    exact, solved = priced.exact, priced.solved
     seconds = time.perf_counter() - started
     facts = prepared.facts
 

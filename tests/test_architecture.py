@@ -107,6 +107,16 @@ def test_solvers_see_only_the_model():
         assert outside <= {"model", "model.problem", "model.objective", "errors", "plan.budgets"}, (path.name, outside)
 
 
+def test_no_solver_calls_back_into_the_run():
+    """Imports cannot show a callback: a backend given an object whose method builds candidates (the old
+    `solve_space(start.widened(...))`) would load the space at run time. The widening is a phase of the run
+    (`replan.widen`); no module of `solvers/` calls it."""
+    for path in (PACKAGE / "solvers").glob("*.py"):
+        called = {node.func.attr for node in ast.walk(ast.parse(path.read_text()))
+                  if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)}
+        assert "widened" not in called, path.name
+
+
 def test_one_optimize_infers_each_fact_once_per_plan(reference_plan):
     from ipuplan.replan.pipeline import optimize
 

@@ -1,6 +1,6 @@
 """An honest bound (issue 19): a cap on a group's candidates leaves legal choices out (`Problem.left_out`), and
 "optimal" is said only when the bound covers them too (`Problem.relaxation`, `solvers.bounds.whole_scope`); the
-left-out choices that may beat the peak found are solved again (`solvers.solve_space`)."""
+left-out choices that may beat the peak found are solved again (`replan.widen.solve_space`)."""
 
 from __future__ import annotations
 
@@ -15,14 +15,15 @@ from reference import MODELS
 
 from ipuplan import load_plan, solvers
 from ipuplan.facts.plan_facts import plan_facts
-from ipuplan.model.build import Widening, problem_of
+from ipuplan.model.build import problem_of
 from ipuplan.model.objective import Objective
 from ipuplan.model.problem import Problem, StepRow, alive_left_out, relaxed_lower_bound
 from ipuplan.plan.budgets import Budgets
 from ipuplan.plan.layout import STANDARD
 from ipuplan.replan.options import OptimizeOptions
 from ipuplan.replan.pipeline import optimize, prepare
-from ipuplan.solvers import SolveResult, SolverSettings, SolveStatus, model_size, register_backend, solve, solve_space
+from ipuplan.replan.widen import Widening, solve_space
+from ipuplan.solvers import SolveResult, SolverSettings, SolveStatus, model_size, register_backend, solve
 from ipuplan.solvers.construct import construct
 from ipuplan.space.levels import gemm
 from ipuplan.space.scopes import candidate_space, with_promoted

@@ -123,3 +123,31 @@ def test_an_exact_solve_that_breaks_a_limit_is_not_taken():
                     limits=(Limit("peak found", 1, 1, 15),))
     found = SolveResult(SolveStatus.OPTIMAL, (1,), 12, 12, 0.0, 0.0, None, 0, 0, 1, 1, objective=Objective.FIT)
     assert pipeline.exact_choice(ExactProblem(within, 100, within), (0,), found) == ((1,), True)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_phases_limits_are_shares_of_one_deadline_that_sum_to_at_most_the_limit(reference_plan, monkeypatch,
+                                                                                      workers):
+    """With one worker the peak's and the exchange's deterministic units sum to the limit, whatever the machine (the
+    shares of `solvers.deadline.RUN_SHARES`); with more, each is at most what the deadline left, and no solve may run
+    past it."""
+    given: dict[str, object] = {}
+
+    def spied(name, stage):
+        def run(*args, **kwargs):
+            given[name] = args[1] if name == "solve_space" else args[2]
+            return stage(*args, **kwargs)
+        return run
+
+    monkeypatch.setattr(pipeline, "solve_space", spied("solve_space", pipeline.solve_space))
+    monkeypatch.setattr(pipeline, "exact_at", spied("exact_at", pipeline.exact_at))
+    limit = 10.0
+    started = time.perf_counter()
+    result = optimize(reference_plan, workers=workers, time_limit=limit)
+    assert result.exact
+    peak, exchange = given["solve_space"], given["exact_at"]
+    if workers == 1:
+        assert (peak.time_limit, exchange.time_limit) == pytest.approx((6.0, 4.0))
+    else:
+        assert peak.time_limit <= limit and exchange.time_limit <= limit
+        assert peak.ends_at == exchange.ends_at == pytest.approx(started + limit, abs=0.1)

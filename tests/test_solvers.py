@@ -235,7 +235,7 @@ def test_a_backend_that_finds_nothing_exits_3_unless_the_constructive_choice_kno
     # the words are the CLI's (it now says no fitting layout was found in time, and that nothing was written)
     assert "does not fit" in result.output or "nothing written" in result.output
     # In scope full a cap left Gemm splits out: the constructive choice that told which of them may beat its peak
-    # fits, and is what a solve that finds nothing leaves (solvers.solve_space), said so.
+    # fits, and is what a solve that finds nothing leaves (replan.widen.solve_space), said so.
     result = CliRunner().invoke(app, ["optimize", "models/vit-so400m-6layers-chip.json", "-o", str(out), "--json"])
     summary = json.loads(result.stdout)
     assert result.exit_code == 0 and summary["fits_after"] and summary["status"] == "feasible"

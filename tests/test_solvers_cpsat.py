@@ -3,12 +3,15 @@ returned when the solver finds nothing, the peak phase skipped when the hint mee
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from problems import BUDGETED, b, problem
 
 from ipuplan.model.problem import StepRow
 from ipuplan.solvers import SolverSettings, SolveStatus, cpsat
 from ipuplan.solvers.cpsat import PhaseOutcome
+from ipuplan.solvers.deadline import DETERMINISTIC_WALL
 
 SETTINGS = SolverSettings(time_limit=5, workers=1, deterministic=True)
 
@@ -72,6 +75,11 @@ def test_a_solved_model_reports_its_size():
     assert (result.steps_kept, result.steps_total) == (1, 1) and 0 < result.entries < result.entries_before
 
 
-def test_deterministic_run_keeps_the_wall_clock_limit():
-    solver = cpsat._solver(SolverSettings(time_limit=3, deterministic=True), 3)
-    assert solver.parameters.max_time_in_seconds == 3 and solver.parameters.max_deterministic_time == 3
+def test_a_deterministic_run_counts_units_and_keeps_only_a_wall_guard():
+    """With one worker the deterministic units bind (the same bytes on every machine); the wall limit is a guard
+    (`deadline.DETERMINISTIC_WALL` x the units); with more workers the wall limit never passes the run's deadline."""
+    solver = cpsat._solver(SolverSettings(time_limit=3, deterministic=True, ends_at=time.perf_counter()), 3)
+    assert solver.parameters.max_deterministic_time == 3
+    assert solver.parameters.max_time_in_seconds == 3 * DETERMINISTIC_WALL
+    solver = cpsat._solver(SolverSettings(time_limit=3, ends_at=time.perf_counter() + 1.0), 3)
+    assert solver.parameters.max_time_in_seconds <= 1.0

@@ -19,7 +19,6 @@ from ipuplan.facts.plan_facts import PlanFacts
 from ipuplan.model.problem import Problem, StepRow, Terms
 from ipuplan.plan.format import gc_paused
 from ipuplan.plan.layout import STANDARD
-from ipuplan.space.scopes import with_promoted
 from ipuplan.space.types import CandidateSpace, FreeGroup, LeftOut
 
 Term = tuple[int, np.ndarray, np.ndarray]
@@ -45,24 +44,6 @@ def problem_of(facts: PlanFacts, space: CandidateSpace, live: LiveSets | None = 
             steps_total=len(facts.plan.steps),
             left_out=tuple(left_out) if any(left_out) else (),
         )
-
-
-@dataclass(frozen=True)
-class Widening:
-    """A candidate space and its problem, and how to make some left-out choices candidates
-    (`solvers.solve_space`, which must not load the facts or the space itself)."""
-
-    facts: PlanFacts
-    space: CandidateSpace
-    problem: Problem
-    live: LiveSets | None = None
-    """The space's live sets, when known: a widening adds candidates, not members (1.5 s at 200k values)."""
-
-    def widened(self, chosen: dict[int, np.ndarray]) -> Widening:
-        """The left-out choices `chosen` (per free group index, a mask) made candidates (`scopes.with_promoted`); the
-        live sets are not passed on (a solve widens once, and they hold 25 MB at 50k values)."""
-        space = with_promoted(self.facts, self.space, chosen)
-        return Widening(self.facts, space, problem_of(self.facts, space, self.live))
 
 
 @dataclass(frozen=True)

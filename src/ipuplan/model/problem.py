@@ -12,6 +12,7 @@ whole scope). A cost at or above `FORBIDDEN` is a choice no solver may make.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cached_property
 from itertools import chain, compress
@@ -19,6 +20,7 @@ from operator import itemgetter
 
 import numpy as np
 
+from ipuplan.model.objective import OBJECTIVES, Objective, Term
 from ipuplan.plan.budgets import Limit, excess
 
 FORBIDDEN = 10**15
@@ -338,6 +340,19 @@ class Problem:
         """How many of the choice's candidates and pairs cost `FORBIDDEN` or more: 0 for a choice that may be made."""
         return sum(self.exchange[g][c] >= FORBIDDEN for g, c in enumerate(choice)) + sum(
             int(edge.costs[choice[edge.a], choice[edge.b]] >= FORBIDDEN) for edge in self.edges)
+
+    def objective_key(self, choice: tuple[int, ...], objective: Objective,
+                      exchange_of: Callable[[tuple[int, ...]], int] | None = None) -> tuple[int, ...]:
+        """The choice's figures in the objective's order (`objective.OBJECTIVES`), what choices are compared by
+        (`exchange_of`: an exchange other than this problem's, the exact one)."""
+        figures = {Term.PEAK: lambda: self.usage(choice).peak, Term.CHANGED: lambda: self.changed_of(choice),
+                   Term.EXCHANGE: lambda: (exchange_of or self.exchange_of)(choice)}
+        return tuple(figures[term]() for term in OBJECTIVES[objective])
+
+    def valid(self, choice: tuple[int, ...]) -> bool:
+        """A choice is valid when it makes no forbidden pick and meets every limit: the one definition every solver
+        and phase asks."""
+        return not self.forbidden_in(choice) and not self.usage(choice).violation(self.limits)
 
     @cached_property
     def tie_weight(self) -> int:

@@ -28,6 +28,7 @@ from ipuplan.solvers.conflict import (
     lowest_peak_outside,
     minimal_conflict,
 )
+from ipuplan.solvers.deadline import part
 from ipuplan.space.scopes import Scope, candidate_space
 from ipuplan.space.types import CandidateSpace
 
@@ -169,11 +170,13 @@ def explain(facts: PlanFacts, space: CandidateSpace, problem: Problem, options: 
     to the conflict, the rest to what would fit; a wider freedom is tried only while time is left."""
     started = time.perf_counter()
     seconds = max(deadline - started, 0.1)
-    conflict = minimal_conflict(problem, seconds * 0.6)  # the heart of it: most of the time
-    lowest = lowest_peak_outside(problem, conflict, within(deadline, seconds * 0.1))
-    line = conflict_line(problem, conflict, lowest, round(seconds * 0.6, 1), proven or conflict is not None)
+    searched = part("conflict", seconds)  # the heart of it: most of the time
+    conflict = minimal_conflict(problem, searched)
+    lowest = lowest_peak_outside(problem, conflict, within(deadline, part("lowest peak", seconds)))
+    line = conflict_line(problem, conflict, lowest, round(searched, 1), proven or conflict is not None)
     steps = tuple(conflict_step(facts, space, problem, row) for row in conflict.rows) if conflict else ()
-    raises = budget_raises(problem, facts.budgets, conflict, seconds * 0.2, deadline) if conflict else ()
+    raising = part("budget raises", seconds)
+    raises = budget_raises(problem, facts.budgets, conflict, raising, deadline) if conflict else ()
     wider = freedoms(facts, options, pinned, deadline)
     peak = lowest.peak.high if lowest.peak is not None and lowest.peak.exact else None
     return Explanation(line, options.scope.value, steps, bool(conflict and conflict.minimal), raises, peak,

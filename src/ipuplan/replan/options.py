@@ -30,7 +30,7 @@ def default_workers() -> int:
 
 
 class ExactExchange(str, Enum):
-    """Whether `optimize` prices the exact exchange after the peak (`pipeline.priced_exactly`)."""
+    """Whether `optimize` prices the exact exchange after the peak (`pipeline.exchange_phase`)."""
 
     AUTO = "auto"
     ALWAYS = "always"
@@ -62,9 +62,10 @@ class OptimizeOptions(BaseModel):
     solver: Annotated[Backend, Field(description="Solver backend (highs needs ipuplan[highs]).")] = Backend.CPSAT
     time_limit: Annotated[
         float, Field(ge=0.1, le=86400.0, description=(
-            "Seconds for the whole run: its preparation, the solve, the exact exchange and, when "
-            "the budgets cannot be met, the explanation and best effort share them (the solves "
-            "in deterministic units with --workers 1)."))
+            "Seconds for the whole run, one deadline: its preparation, the peak, the exact exchange and, "
+            "when the budgets cannot be met, the explanation and best effort share it. With --workers 1 "
+            "each phase's share is in CP-SAT's deterministic units: the same bytes on every machine, "
+            "and a slow or busy one takes longer."))
     ] = 10.0
     workers: Annotated[
         int | None, Field(ge=1, le=256, description="Solver workers; 1 = deterministic, same bytes every run.")

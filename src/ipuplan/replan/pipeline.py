@@ -19,7 +19,7 @@ from ipuplan.facts.check import ValueChange, check, value_changes
 from ipuplan.facts.estimate import Estimate
 from ipuplan.facts.plan_exchange import PlanExchange, plan_exchange
 from ipuplan.facts.plan_facts import PlanFacts, plan_facts
-from ipuplan.model.build import LiveSets, Widening, live_sets, problem_of
+from ipuplan.model.build import LiveSets, live_sets, problem_of
 from ipuplan.model.exact import ExactProblem, exact_problem
 from ipuplan.model.objective import Objective
 from ipuplan.model.problem import Problem, alive_within, solution_fingerprint
@@ -31,7 +31,9 @@ from ipuplan.replan.options import EXACT_AUTO_CANDIDATES, BadOption, ExactExchan
 from ipuplan.replan.pins import Pins, resolve_pins
 from ipuplan.replan.rewrite import rewrite, with_budgets, with_derived_fields
 from ipuplan.replan.size import limit_in_words, require_run_fits
-from ipuplan.solvers import Progress, SolveResult, SolverSettings, SolveStatus, solve, solve_soft, solve_space
+from ipuplan.replan.widen import Widening, solve_space
+from ipuplan.solvers import Progress, SolveResult, SolverSettings, SolveStatus, solve, solve_soft
+from ipuplan.solvers.deadline import Deadline
 from ipuplan.space.scopes import candidate_space
 from ipuplan.space.types import CandidateSpace, FrozenGroup
 
@@ -50,7 +52,7 @@ class Prepared:
     """Of the run's scope, pins and classes."""
     problem: Problem
     live: LiveSets | None = None
-    """The space's live sets, for a widening of the space (`model.build.Widening`); let go after the solve."""
+    """The space's live sets, for a widening of the space (`replan.widen.Widening`); let go after the solve."""
 
 
 def _silent(name: str, detail: str) -> None:
@@ -156,7 +158,7 @@ class OptimizeResult:
     solution_fingerprint: str = ""
     """sha256 of the chosen candidates: equal fingerprints, equal layouts."""
     exact: bool = False
-    """The choice was made by the exact exchange (`priced_exactly`): `model_exchange_*` are the plan's own figures."""
+    """The choice was made by the exact exchange (`exchange_phase`): `model_exchange_*` are the plan's own figures."""
 
     @property
     def plan(self) -> Plan:
@@ -343,63 +345,100 @@ def optimize(
 
 def solve_prepared(prepared: Prepared, progress: Progress | None = None, on_phase: Phase = _silent,
                    dump_model: str | None = None, started: float | None = None) -> OptimizeResult:
-    """The back half of `optimize`: solve, price the exact exchange, and when the budgets cannot be met explain (and
-    with best effort solve soft budgets), all by one deadline `time_limit` after `started` (the run's start, so
-    that its preparation counts too; default: now); then rewrite. With one worker the solves' limits are CP-SAT's
-    deterministic units, the same on every machine, so that the bytes written do not hang on its speed."""
+    """The back half of `optimize`, its phases in order on one `Deadline` (`solvers.deadline`: `time_limit` after
+    `started`, the run's start, so that its preparation counts too; default: now):
+
+        peak_phase -> exchange_phase -> rewrite          (a choice meets the budgets)
+        peak_phase -> unmet_phase (explain, best effort)  (none does)
+
+    With one worker each phase's limit is its share of CP-SAT's deterministic units, the same on every machine, so
+    that the bytes written do not hang on its speed; no solve runs past the deadline."""
+    settings = prepared.options.solver_settings(dump_model)
+    deadline = Deadline.starting(prepared.options.time_limit, settings.deterministic, started)
+    settings = replace(settings, ends_at=deadline.ends_at)
+    path = run_path(prepared)
+    peak = peak_phase(prepared, settings, deadline, path, progress, on_phase)
+    if _needs_explaining(peak.prepared, peak.solved):
+        return unmet_phase(peak, settings, deadline, progress, on_phase)
+    priced = exchange_phase(peak, settings, deadline, path, progress, on_phase)
+    on_phase("rewrite", "the chosen layouts written and the plan re-checked")
+    return _result(priced.prepared, priced.solved, exact=priced.exact)
+
+
+@dataclass(frozen=True)
+class Solved:
+    """A run after a phase: what its choice indexes (the space and problem the peak phase may have widened), the
+    solve, and the exact problem that priced it (None: the figures are the proxy's)."""
+
+    prepared: Prepared
+    solved: SolveResult
+    exact: ExactProblem | None = None
+
+
+def run_path(prepared: Prepared) -> tuple[str, ...]:
+    """The phases a run expects when a choice meets the budgets (`solvers.deadline.RUN_SHARES`): the exchange phase
+    only where it will price (always, or auto with few enough candidates that all of them may be alive)."""
+    wanted, problem = prepared.options.exact_exchange, prepared.problem
+    expected = wanted == ExactExchange.ALWAYS or (
+        wanted == ExactExchange.AUTO and sum(problem.candidate_counts) <= EXACT_AUTO_CANDIDATES)
+    return ("peak", "exchange") if expected else ("peak",)
+
+
+def peak_phase(prepared: Prepared, settings: SolverSettings, deadline: Deadline, path: tuple[str, ...],
+               progress: Progress | None = None, on_phase: Phase = _silent) -> Solved:
+    """The smallest peak (`fit`: a first choice that meets the budgets) over the memory rows, the proxy exchange
+    only its tie-break; where a cap on a family's splits left some out that may beat it, those too (issue 19)."""
     options, problem = prepared.options, prepared.problem
     on_phase("solve", f"{options.solver.value}: {problem.groups:,} free groups, {sum(problem.candidate_counts):,} "
                       f"candidates, {len(problem.rows):,} of {problem.steps_total:,} steps, "
                       f"{options.time_limit:g} s limit")
-    deadline = (time.perf_counter() if started is None else started) + options.time_limit
-    settings = options.solver_settings(dump_model)
-    if not settings.deterministic:
-        settings = replace(settings, time_limit=max(deadline - time.perf_counter(), 0.1))
-    # a cap on a family's splits: the splits it left out that may beat the peak are solved again (issue 19)
+    settings = replace(settings, time_limit=deadline.share("peak", path))
     solved_space, solved = solve_space(Widening(prepared.facts, prepared.space, problem, prepared.live), settings,
                                        options.solver, progress)
-    prepared = replace(prepared, space=solved_space.space, problem=solved_space.problem, live=None)
-    if not _needs_explaining(prepared, solved):
-        exact, solved = priced_exactly(prepared, solved, settings, deadline, progress, on_phase)
-        on_phase("rewrite", "the chosen layouts written and the plan re-checked")
-        return _result(prepared, solved, exact=exact)
+    return Solved(replace(prepared, space=solved_space.space, problem=solved_space.problem, live=None), solved)
+
+
+def unmet_phase(peak: Solved, settings: SolverSettings, deadline: Deadline, progress: Progress | None = None,
+                on_phase: Phase = _silent) -> OptimizeResult:
+    """No choice meets the budgets: the explanation (a minimal conflict), raised as BudgetConflict, or with best
+    effort the plan of least excess, the explanation attached."""
+    prepared, options = peak.prepared, peak.prepared.options
+    path = ("peak", "explain", "best effort") if options.best_effort else ("peak", "explain")
     # the soft solve's share is set aside first: the explanation cannot eat it
-    soft_seconds = min(options.time_limit / 2, max(deadline - time.perf_counter(), 0.1)) if options.best_effort else 0
+    soft_seconds = deadline.share("best effort", path, asked_by="explain") if options.best_effort else 0.0
     on_phase("explain", "no layout meets the budgets: a minimal conflict")
-    explanation = explain_run(prepared, proven=solved.status == SolveStatus.INFEASIBLE,
-                              deadline=deadline - soft_seconds)
+    explanation = explain_run(prepared, proven=peak.solved.status == SolveStatus.INFEASIBLE,
+                              deadline=deadline.ends_at - soft_seconds)
     if not options.best_effort:
         raise BudgetConflict(explanation, prepared)
     on_phase("best effort", "the least excess over the budgets")
-    solved = solve_soft(problem, _soft_settings(settings, soft_seconds, deadline), progress)
+    seconds = deadline.share("best effort", path)
+    solved = solve_soft(prepared.problem, replace(settings, time_limit=max(seconds, soft_seconds)), progress)
     return _result(prepared, solved, explanation)
 
 
 EXACT_MIN_SECONDS = 1.0
 """With more workers than one, the least of the time limit left for `auto` to price the exact exchange (pricing the
 reference plan's pairs alone takes 0.5-0.9 s)."""
-EXACT_SHARE = 0.5
-"""Of the time limit, the exact exchange's solve with one worker (deterministic: it may not hang on the wall clock)."""
 
 
-def priced_exactly(prepared: Prepared, solved: SolveResult, settings: SolverSettings, deadline: float,
-                   progress: Progress | None = None,
-                   on_phase: Phase = _silent) -> tuple[ExactProblem | None, SolveResult]:
-    """The least exact exchange (docs/EXCHANGE.md), then the fewest changed values, at the peak `solved` found (with
-    `fit`: under the budgets): the candidates no such choice can use forbidden (`alive_within`), every pair of the
-    others priced (`model.exact`), solved, and never worse than `solved`'s choice by the same figures. The peak's
-    status and bound stay `solved`'s; with `fit` the status is the exact exchange's. (None, `solved`) when `solved`
-    has no choice that fits."""
+def exchange_phase(peak: Solved, settings: SolverSettings, deadline: Deadline, path: tuple[str, ...],
+                   progress: Progress | None = None, on_phase: Phase = _silent) -> Solved:
+    """The least exact exchange (docs/EXCHANGE.md), then the fewest changed values, at the peak found (with `fit`:
+    under the budgets): the candidates no such choice can use forbidden (`alive_within`), every pair of the others
+    priced (`model.exact`), solved, and never worse than the peak phase's choice by the same figures. The peak's
+    status and bound stay the peak phase's; with `fit` the status is the exact exchange's. The peak phase's own
+    result where its choice does not fit, or the options leave the exact exchange out (the proxy's figures, said)."""
+    prepared, solved = peak.prepared, peak.solved
     problem, objective, wanted = prepared.problem, prepared.options.objective, prepared.options.exact_exchange
     if wanted == ExactExchange.NEVER or solved.peak is None or solved.status not in (
             SolveStatus.OPTIMAL, SolveStatus.FEASIBLE) or problem.usage(solved.choice).violation(problem.limits):
-        return None, solved
-    left = deadline - time.perf_counter()
-    if not settings.deterministic and wanted == ExactExchange.AUTO and left < EXACT_MIN_SECONDS:
-        on_phase("exact exchange", f"left out: {max(left, 0):.2f} s of --time-limit left, "
-                                   f"less than {EXACT_MIN_SECONDS:g} "
+        return peak
+    left = deadline.left()
+    if not deadline.deterministic and wanted == ExactExchange.AUTO and left < EXACT_MIN_SECONDS:
+        on_phase("exact exchange", f"left out: {left:.2f} s of --time-limit left, less than {EXACT_MIN_SECONDS:g} "
                                    "(--exact-exchange always prices it); the exchange is the optimiser's proxy")
-        return None, solved
+        return peak
     cap = solved.peak if objective == Objective.PEAK else None
     alive = alive_within(problem, cap)
     priced, count = exact_wanted(wanted, alive)
@@ -407,14 +446,12 @@ def priced_exactly(prepared: Prepared, solved: SolveResult, settings: SolverSett
         on_phase("exact exchange", f"left out: {count:,} candidates can meet the budgets"
                  + (f" at peak {cap:,}" if cap else "") + f", more than {EXACT_AUTO_CANDIDATES:,} (--exact-exchange "
                  "always prices them); the exchange is the optimiser's proxy")
-        return None, solved
+        return peak
     on_phase("exact exchange", f"every pair of the {count:,} candidates that can meet the budgets"
              + (f" at peak {cap:,}" if cap else "") + " priced")
-    # the time left by the deadline (the choice found is kept when it is short); one worker: a fixed share, so that
-    # the bytes written do not hang on how long the first solve took
-    seconds = settings.time_limit * EXACT_SHARE if settings.deterministic else max(deadline - time.perf_counter(), 0.1)
+    seconds = deadline.share("exchange", path)
     exact, found = exact_at(prepared, cap, replace(settings, time_limit=seconds), progress, alive)
-    return exact, _exact_result(exact, solved, found, objective)
+    return Solved(prepared, _exact_result(exact, solved, found, objective), exact)
 
 
 def exact_wanted(wanted: ExactExchange, alive: list) -> tuple[bool, int]:
@@ -452,10 +489,9 @@ def exact_choice(exact: ExactProblem, kept: tuple[int, ...], found: SolveResult)
     problem = exact.problem
 
     def key(choice: tuple[int, ...]) -> tuple[bool, int, int]:
-        return exact.readings_differ_in(choice), exact.exchange_of(choice), problem.changed_of(choice)
+        return exact.readings_differ_in(choice), *problem.objective_key(choice, Objective.FIT, exact.exchange_of)
 
-    if (found.peak is None or problem.forbidden_in(found.choice)
-            or problem.usage(found.choice).violation(problem.limits)):
+    if found.peak is None or not problem.valid(found.choice):
         return kept, False
     choice = min((kept, found.choice), key=key)
     return choice, found.status == SolveStatus.OPTIMAL and key(choice) == key(found.choice)
@@ -483,13 +519,6 @@ def _needs_explaining(prepared: Prepared, solved: SolveResult) -> bool:
     problem = prepared.problem
     unmet = solved.status == SolveStatus.NO_SOLUTION or bool(problem.usage(solved.choice).violation(problem.limits))
     return prepared.options.best_effort and unmet and not prepared.facts.estimate.fits_budget
-
-
-def _soft_settings(settings: SolverSettings, reserved: float, deadline: float) -> SolverSettings:
-    """With one worker the reserved share, so that the deterministic limit (and the bytes written) does not hang
-    on how long the explanation took; else all the time left."""
-    seconds = reserved if settings.deterministic else max(deadline - time.perf_counter(), reserved)
-    return replace(settings, time_limit=seconds)
 
 
 def _result(prepared: Prepared, solved: SolveResult, explanation: Explanation | None = None,

@@ -38,6 +38,7 @@ from ipuplan.replan.pipeline import (
 )
 from ipuplan.replan.rewrite import rewrite
 from ipuplan.solvers import FrontPoint, SolverSettings, SolveStatus, pareto_front, solve
+from ipuplan.solvers.deadline import part
 
 KIB = 1024
 
@@ -146,17 +147,12 @@ def first_point(problem: Problem, settings: SolverSettings, options: OptimizeOpt
     10,032-value plan where a plain model finds nothing in 10 s), or None when it finds nothing that fits."""
     began = time.perf_counter()
     solved = solve(problem, replace(settings, objective=Objective.PEAK), options.solver)
-    if solved.peak is None or problem.usage(solved.choice).violation(problem.limits) or problem.forbidden_in(
-            solved.choice):
+    if solved.peak is None or not problem.valid(solved.choice):
         return None
     return FrontPoint(solved.choice, solved.peak, problem.exchange_of(solved.choice), problem.changed_of(solved.choice),
                       solved.status == SolveStatus.OPTIMAL, time.perf_counter() - began)
 
 
-POINT_EXACT_SHARE = 0.2
-"""Of the per-point time limit, the exact exchange's solve at each walked peak (the walk has the whole of it): a
-front of the reference plan walks some 50 peaks, and at higher peaks more candidates are alive and fewer proofs
-come, so the whole limit at each took the sweep past ten minutes."""
 
 
 def exact_front(prepared: Prepared, walked: list[FrontPoint], settings: SolverSettings,
@@ -175,8 +171,8 @@ def exact_front(prepared: Prepared, walked: list[FrontPoint], settings: SolverSe
     priced = exact_problem(prepared.facts, prepared.space, problem, alive)
     for point in walked:
         began = time.perf_counter()
-        exact, found = exact_at(prepared, point.peak,
-                                replace(settings, time_limit=settings.time_limit * POINT_EXACT_SHARE), priced=priced)
+        point_settings = replace(settings, time_limit=part("point exchange", settings.time_limit))
+        exact, found = exact_at(prepared, point.peak, point_settings, priced=priced)
         choice, proven = exact_choice(exact, point.choice, found)
         problem = exact.problem
         best = FrontPoint(choice, problem.usage(choice).peak, exact.exchange_of(choice), problem.changed_of(choice),

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ipuplan.model.problem import Edge, Problem, StepRow, alive_left_out
+from ipuplan.solvers.deadline import part
 from ipuplan.solvers.result import Progress, SolveResult, SolverSettings, SolveStatus
 
 ROWS = 64
@@ -111,10 +112,6 @@ def window_bound(problem: Problem, solve: Callable[[Problem, SolverSettings], So
     return WindowBound(bound, False, len(solved))
 
 
-RELAXATION_SHARE = 0.2
-"""Of the time limit, the share the relaxation's solve gets when a cap left choices out (the solve has the rest)."""
-
-
 def whole_scope(problem: Problem, settings: SolverSettings, solve: Callable[..., SolveResult],
                 progress: Progress | None = None) -> SolveResult:
     """`solve(problem, settings, progress)`, its status and bound made true of the whole scope when a cap left
@@ -124,7 +121,8 @@ def whole_scope(problem: Problem, settings: SolverSettings, solve: Callable[...,
     if not problem.left_out:
         return solve(problem, settings, progress)
     started = time.perf_counter()
-    result = solve(problem, replace(settings, time_limit=settings.time_limit * (1 - RELAXATION_SHARE)), progress)
+    result = solve(problem, replace(settings, time_limit=settings.time_limit - part("relaxation", settings.time_limit)),
+                   progress)
     solved = result.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
     if result.status == SolveStatus.NO_SOLUTION:
         return result
@@ -154,7 +152,8 @@ def whole_scope_fit(problem: Problem, settings: SolverSettings, solve: Callable[
     if not problem.left_out:
         return solve(problem, settings, progress)
     started = time.perf_counter()
-    result = solve(problem, replace(settings, time_limit=settings.time_limit * (1 - RELAXATION_SHARE)), progress)
+    result = solve(problem, replace(settings, time_limit=settings.time_limit - part("relaxation", settings.time_limit)),
+                   progress)
     if result.status == SolveStatus.NO_SOLUTION:
         return result
     alive = alive_left_out(problem, None)
@@ -176,8 +175,8 @@ def whole_scope_fit(problem: Problem, settings: SolverSettings, solve: Callable[
 def _relaxed_solve(relaxed: Problem, result: SolveResult, settings: SolverSettings, solve: Callable[..., SolveResult],
                    started: float) -> SolveResult:
     """The relaxation solved by the same `solve`, from the solution found if any, in what the time limit leaves
-    (at least its RELAXATION_SHARE)."""
-    share = settings.time_limit * RELAXATION_SHARE
+    (at least its "relaxation" share)."""
+    share = part("relaxation", settings.time_limit)
     seconds = share if settings.deterministic else max(settings.time_limit - (time.perf_counter() - started), share)
     solved = result.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
     return solve(replace(relaxed, input_choice=result.choice) if solved else relaxed,

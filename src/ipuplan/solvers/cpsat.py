@@ -22,6 +22,7 @@ from ipuplan.model.objective import OBJECTIVES, Objective, Term
 from ipuplan.model.problem import FORBIDDEN, Problem, StepRow
 from ipuplan.solvers.bounds import WindowBound, window_bound
 from ipuplan.solvers.construct import cheapest, construct, tie_bound, tie_value
+from ipuplan.solvers.deadline import part
 from ipuplan.solvers.lagrange import lagrangian, least_bytes
 from ipuplan.solvers.linear import LinearRows, PairColumns, RuleRows, linear_rows, pair_columns
 from ipuplan.solvers.lns import search
@@ -232,14 +233,14 @@ def _solver(settings: SolverSettings, seconds: float, large: bool = False, paire
     solver.parameters.cp_model_presolve = settings.presolve and not large
     if paired:  # probing the pair booleans took 11 of presolve's 18 s on IOPDDL B, and found nothing the search needs
         solver.parameters.cp_model_probing_level = 0
+    # the wall limit, never past the run's deadline, bounds every solve; with one worker the deterministic limit
+    # (usually hit first) keeps it reproducible
+    solver.parameters.max_time_in_seconds = settings.wall(max(seconds, 0.1))
     if settings.deterministic:
         solver.parameters.num_workers = 1
         solver.parameters.max_deterministic_time = max(seconds, 0.1)
-        # The wall limit bounds the run too; the deterministic limit (usually hit first) keeps it reproducible.
-        solver.parameters.max_time_in_seconds = max(seconds, 0.1)
     else:
         solver.parameters.num_workers = max(1, settings.workers, PAIRWISE_WORKERS if paired else 1)
-        solver.parameters.max_time_in_seconds = max(seconds, 0.1)
     return solver
 
 
@@ -323,8 +324,9 @@ class PhaseOutcome:
 
 
 def _phase_seconds(limit: float, before_last: int, elapsed: float, last: bool) -> float:
-    """Phases before the last share 80% of the limit; the last gets what is left, at least 20%."""
-    return max(limit - elapsed, limit * 0.2) if last else limit * 0.8 / before_last
+    """Phases before the last share their part of the limit; the last gets what is left, at least the rest."""
+    together = part("phases before the last", limit)
+    return max(limit - elapsed, limit - together) if last else together / before_last
 
 
 def run_phases(choices: LayoutChoices, ordered: list[Phase], settings: SolverSettings, progress, built: float):
@@ -377,11 +379,9 @@ class Start:
 
 
 def _rank(problem: Problem, choice: tuple[int, ...], objective: Objective) -> tuple:
-    """Forbidden picks and budget excess first, then the objective's terms (the peak, then exchange, changes)."""
-    usage = problem.usage(choice)
-    ties = tie_value(problem, choice)
-    invalid = (problem.forbidden_in(choice), usage.violation(problem.limits))
-    return (*invalid, usage.peak, ties) if objective == Objective.PEAK else (*invalid, ties)
+    """Forbidden picks and budget excess first, then the objective's terms (`Problem.objective_key`)."""
+    invalid = (problem.forbidden_in(choice), problem.usage(choice).violation(problem.limits))
+    return (*invalid, *problem.objective_key(choice, objective))
 
 
 def start(problem: Problem, objective: Objective, soft: bool = False, settings: SolverSettings | None = None,
@@ -403,7 +403,7 @@ def start(problem: Problem, objective: Objective, soft: bool = False, settings: 
     better = _rank(problem, built, objective) < _rank(problem, problem.input_choice, objective)
     hint = built if better else problem.input_choice
     usage = problem.usage(hint)
-    fits = not usage.violation(problem.limits) and not problem.forbidden_in(hint) and not soft
+    fits = problem.valid(hint) and not soft
     windows = None
     if settings is not None and objective == Objective.PEAK and not soft and usage.peak > problem.lower_bound():
         windows = window_bound(problem, _without_windows, settings, usage.peak if fits else problem.upper_bound())
@@ -413,10 +413,6 @@ def start(problem: Problem, objective: Objective, soft: bool = False, settings: 
                  windows, found[0] if found else None)
 
 
-START_SHARE = 0.5
-"""Of the time limit, the most the Lagrangian starts of a `fit` with edges may take together, their GroupRows built
-(their rounds are capped too). IOPDDL A (35 s left after the reduction): 6 s to build the GroupRows, then the
-cheapest start's first round (7 s) is its first valid choice."""
 WHOLE_MODEL_PAIRS = 300_000
 """Pair booleans at most for the whole model to be built and solved after the neighbourhoods (IOPDDL B: 82k, A: 2 M;
 presolve alone outlasts a minute on the latter)."""
@@ -433,29 +429,27 @@ def searched_start(problem: Problem, settings: SolverSettings | None,
     least bytes (`lagrange.least_bytes`), in that order but those within the limits first (one over them needs
     `relieve`'s moves, each a pass over the groups of a row: from the input of IOPDDL A, 16 T over the limit, a
     round took 140 s; from its cheapest, within the limit, the first round is valid), until one is valid (IOPDDL B:
-    from the input 5.7 M; M: from the least bytes valid at once). They share one deadline, START_SHARE of the time
-    limit (none without settings or when deterministic: their rounds are capped anyway), and one GroupRows
-    (`lagrange.group_rows`, kept for the neighbourhood search): a start that is stuck leaves the rest to the next.
-    Then the constructive choice when the start still breaks a budget or makes a forbidden pick and is better (only
-    where the whole model fits: the repair's moves each sort the rows, 66 s on IOPDDL A)."""
-    deadline = None if settings is None or settings.deterministic else time.perf_counter() + (
-        settings.time_limit * START_SHARE)
+    from the input 5.7 M; M: from the least bytes valid at once). They share one deadline, the "lagrangian start"
+    share of the time limit (none without settings or when deterministic: their rounds are capped anyway; IOPDDL A,
+    35 s left after the reduction: 6 s to build the GroupRows, then the cheapest start's first round, 7 s, is its
+    first valid choice), and one GroupRows (`lagrange.group_rows`, kept for the neighbourhood search): a start that
+    is stuck leaves the rest to the next. Then the constructive choice when the start still breaks a budget or makes a
+    forbidden pick and is better (only where the whole model fits: the repair's moves each sort the rows, 66 s on
+    IOPDDL A)."""
+    deadline = None if settings is None or settings.deterministic else time.perf_counter() + settings.wall(
+        part("lagrangian start", settings.time_limit))
     seed = settings.seed if settings else 0
     begins = [tuple(begin(problem)) for begin in (lambda problem: problem.input_choice, cheapest, least_bytes)]
     found = None
     for begin in sorted(begins, key=lambda choice: problem.usage(choice).violation(problem.limits) > 0):
         again = lagrangian(problem, begin, seed=seed, deadline=deadline, on_valid=on_valid)
         found = again if found is None else min(found, again, key=lambda choice: _rank(problem, choice, Objective.FIT))
-        if _valid(problem, found):
+        if problem.valid(found):
             return found
     if whole_model_fits(problem):
         built = construct(problem, Objective.FIT)
         return min(found, built, key=lambda choice: _rank(problem, choice, Objective.FIT))
     return found
-
-
-def _valid(problem: Problem, choice: tuple[int, ...]) -> bool:
-    return not problem.forbidden_in(choice) and not problem.usage(choice).violation(problem.limits)
 
 
 def whole_model_fits(problem: Problem) -> bool:
@@ -469,7 +463,7 @@ PROXY_TIES_ENTRIES = 250_000
 """Row entries (each candidate of each term at each row it occurs) above which, once the start's peak is proven, the
 start is the answer (`SolveResult.ties_left`, said in the run's note): the phases after the peak minimise the model's
 exchange proxy, which the plan's exact figure does not follow there (and the exact stage,
-`replan.pipeline.priced_exactly`, prices at most EXACT_AUTO_CANDIDATES candidates: 51,585 at 10k). At 10k values
+`replan.pipeline.exchange_phase`, prices at most EXACT_AUTO_CANDIDATES candidates: 51,585 at 10k). At 10k values
 (1.1 M entries after reduction) the CP-SAT phase ran 8 s and found nothing with presolve, reached 42.92 G from
 43.99 G in 6 s at +450 MB with 2 workers (+850 MB at 50k) and nothing with 1; a one-group descent of the proxy
 reached 41.89 G but raised the written plan's exact exchange by 4.8% (37.94 G -> 39.76 G; 50k: 189.7 G ->
@@ -490,7 +484,7 @@ def _no_worse_than_hint(choices: LayoutChoices, problem: Problem, begun: Start, 
     """A hint that fits caps the first term at its value: whatever CP-SAT returns is at least as good
     (at 10k values, with presolve, it otherwise returned a peak 23% above the hint's)."""
     usage = problem.usage(begun.choice)
-    if soft or usage.violation(problem.limits) or problem.forbidden_in(begun.choice):
+    if soft or not problem.valid(begun.choice):
         return
     exchange, changed = tie_value(problem, begun.choice)
     if objective == Objective.PEAK:
@@ -561,7 +555,7 @@ def _solve_from(problem: Problem, settings: SolverSettings, progress: Progress |
         if not whole_model_fits(problem):
             elapsed = time.perf_counter() - started
             return _constructed_result(problem, begun, settings,
-                                       SolveStatus.FEASIBLE if _valid(problem, begun.choice) else
+                                       SolveStatus.FEASIBLE if problem.valid(begun.choice) else
                                        SolveStatus.NO_SOLUTION, {"solve_seconds": elapsed,
                                                                  "first_solution_seconds": first}, model_size(problem))
     choices = build_model(problem, soft)
@@ -637,7 +631,7 @@ def _neighbourhoods(problem: Problem, settings: SolverSettings, progress: Progre
         if progress is not None:
             progress(phase, objective, bound, seconds)
 
-    improved = search(problem, begun.choice, settings.time_limit - elapsed,
+    improved = search(problem, begun.choice, settings.wall(settings.time_limit - elapsed),
                       partial(solve_part, workers=settings.workers), settings.seed, on_improved, started)
     return replace(begun, choice=improved, constructed=True), settings, first if first is not None else min(
         heard, default=None)

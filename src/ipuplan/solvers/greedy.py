@@ -69,7 +69,7 @@ def solve(problem: Problem, settings: SolverSettings, progress: Progress | None 
     if progress is not None:
         progress("greedy", usage.peak, bound, seconds)
     sizes = {**model_size(problem), "solve_seconds": seconds, "first_solution_seconds": seconds}
-    if usage.violation(problem.limits) or problem.forbidden_in(choice):
+    if not problem.valid(choice):
         return SolveResult(SolveStatus.NO_SOLUTION, problem.input_choice, None, bound, objective=settings.objective,
                            **sizes)
     least_exchange = sum(min(costs) for costs in problem.exchange) + sum(int(e.costs.min()) for e in problem.edges)

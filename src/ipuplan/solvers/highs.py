@@ -19,6 +19,7 @@ from ipuplan.errors import IpuplanError
 from ipuplan.model.objective import Objective
 from ipuplan.model.problem import FORBIDDEN, Problem
 from ipuplan.solvers.construct import changed_costs
+from ipuplan.solvers.deadline import part
 from ipuplan.solvers.linear import LinearRows, PairColumns, linear_rows, pair_columns
 from ipuplan.solvers.reduce import on_undominated
 from ipuplan.solvers.result import Progress, SolveResult, SolverSettings, SolveStatus, model_size
@@ -165,7 +166,8 @@ def _least_ties(problem: Problem, columns: _Columns, peak_cap: int | None, secon
     head, sizes = None, None
     started = time.perf_counter()
     for k, phase in enumerate(_ties_phases(problem, columns)):
-        remaining = seconds if k == 0 else max(seconds - (time.perf_counter() - started), seconds * 0.2)
+        remaining = seconds if k == 0 else max(seconds - (time.perf_counter() - started),
+                                                seconds - part("phases before the last", seconds))
         result, found, sizes = _run(problem, columns, phase.vector, peak_cap, remaining, caps)
         head = result if head is None else head
         if found is None:
@@ -190,7 +192,7 @@ def _no_choice(problem: Problem, result, bound: int, elapsed: float, objective: 
 def _fit(problem: Problem, columns: _Columns, settings: SolverSettings, progress: Progress | None) -> SolveResult:
     """Exchange bytes and changed values under the budgets (`_least_ties`)."""
     started = time.perf_counter()
-    result, choice, sizes = _least_ties(problem, columns, None, settings.time_limit)
+    result, choice, sizes = _least_ties(problem, columns, None, settings.wall(settings.time_limit))
     elapsed = time.perf_counter() - started
     if choice is None:
         return _no_choice(problem, result, 0, elapsed, Objective.FIT, sizes)
@@ -213,7 +215,9 @@ def solve_reduced(problem: Problem, settings: SolverSettings, progress: Progress
     if settings.objective == Objective.FIT:
         return _fit(problem, columns, settings, progress)
     started = time.perf_counter()
-    first, choice, sizes = _run(problem, columns, columns.vector(peak=1.0), None, settings.time_limit * 0.8)
+    limit = settings.time_limit
+    first, choice, sizes = _run(problem, columns, columns.vector(peak=1.0), None,
+                                settings.wall(part("phases before the last", limit)))
     elapsed = time.perf_counter() - started
     bound = _dual_bound(first)
     if choice is None:
@@ -222,7 +226,7 @@ def solve_reduced(problem: Problem, settings: SolverSettings, progress: Progress
     if progress is not None:
         progress("peak", peak, bound, elapsed)
     status = SolveStatus.OPTIMAL if first.status == 0 else SolveStatus.FEASIBLE
-    remaining = max(settings.time_limit - elapsed, settings.time_limit * 0.2)
+    remaining = settings.wall(max(limit - elapsed, limit - part("phases before the last", limit)))
     _, choice, _ = _least_ties(problem, columns, peak, remaining, choice)
     return SolveResult(status, choice, peak, bound if status != SolveStatus.OPTIMAL else peak,
                        solve_seconds=time.perf_counter() - started, first_solution_seconds=elapsed,

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
 from ipuplan.model.objective import Objective
 from ipuplan.model.problem import Problem
+from ipuplan.solvers.deadline import DETERMINISTIC_WALL, FLOOR
 from ipuplan.solvers.linear import LinearRows
 
 Progress = Callable[[str, int, int, float], None]
@@ -36,10 +38,21 @@ class SolverSettings:
     objective: Objective = Objective.PEAK
     presolve: bool = True
     """CP-SAT's presolve (off: a small model whose search is cheaper than its presolve, as the exact exchange's)."""
+    ends_at: float | None = None
+    """The run's deadline (`time.perf_counter()` seconds, `solvers.deadline.Deadline.ends_at`): no solve runs past it,
+    whatever its own limit (None: each solve's limit alone)."""
     start: tuple[int, ...] | None = None
-    """A choice of the problem solved, already constructed (`solve_space`'s): the constructive start is repaired
-    from it rather than built again (a second construction took 1.4 s at 50k values). Only for that one problem: a
-    solve of another (a window, a relaxation) is given settings without it."""
+    """A choice of the problem solved, already constructed (`replan.widen.solve_space`'s): the constructive start is
+    repaired from it rather than built again (a second construction took 1.4 s at 50k values). Only for that one
+    problem: a solve of another (a window, a relaxation) is given settings without it."""
+
+    def wall(self, seconds: float) -> float:
+        """The wall limit of a solve of `seconds`: with one worker only a guard (`deadline.DETERMINISTIC_WALL` x its
+        deterministic units, which bind first); else `seconds`, or what is left before `ends_at` when that is less
+        (at least a few hundredths: a solver asked at all answers with its hint)."""
+        if self.deterministic:
+            return seconds * DETERMINISTIC_WALL
+        return seconds if self.ends_at is None else max(min(seconds, self.ends_at - time.perf_counter()), FLOOR)
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,12 @@ timeouts.
     .venv/bin/python benchmarks/iopddl.py ../shared/iopddl/asplos-2025-iopddl-B.json.gz --time-limit 60 -o b.json
     .venv/bin/python benchmarks/iopddl.py --all ../shared/iopddl --results benchmarks/results/iopddl.md
 
-One instance: reads it as given (gzip or plain JSON), builds the core's `Problem` (`workbench.iopddl.problem_of`),
-solves it with the code that serves plans (what `solvers.solve` runs: the reduction, then `cpsat.solve_reduced`,
-objective `fit`, default settings), scores the solution with the contest's definition (`workbench.iopddl.evaluate`,
-never the solver's own figure), writes it (a JSON list of strategy indices) and prints cost, validity, time to the
-first valid solution, wall and max RSS. The time limit is the whole run's, as in the contest: the solve gets what
-reading, building and reducing leave.
+One instance: the product's own run (`workbench.iopddl.solve_instance`, what `ipuplan iopddl` runs): reads it as
+given (gzip or plain JSON), builds the core's `Problem` (`workbench.iopddl.problem_of`), solves it with the code that
+serves plans (`solvers.solve`: the reduction, then CP-SAT, objective `fit`, default settings), scores the solution
+with the contest's definition (`workbench.iopddl.evaluate`, never the solver's own figure), writes it when valid (a
+JSON list of strategy indices) and prints cost, validity, time to the first valid solution, wall and max RSS. The
+time limit is the whole run's, as in the contest: one deadline from this process's start.
 
 `--all DIR`: every instance of the contest table found in DIR, each in a fresh process with the contest's timeout,
 watched: a run whose RSS passes `--memory-limit` (default 8 GB) or that runs past its timeout by `GRACE` seconds is
@@ -38,8 +38,6 @@ ROOT = Path(__file__).resolve().parent.parent
 GRACE = 30.0
 """Seconds past its timeout after which a run is ended (the contest would have scored it as no solution)."""
 POLL = 0.2
-MARGIN = 2.0
-"""Seconds of the time limit kept for scoring and writing the solution after the solve."""
 
 
 @dataclass(frozen=True)
@@ -75,45 +73,20 @@ def stage(name: str) -> None:
 
 
 def solve_instance(path: Path, time_limit: float, output: Path | None) -> dict:
-    """Read, build, reduce, solve, score and write one instance; the figures of the run."""
-    from ipuplan.model.objective import Objective
+    """One instance through the product's own run (`workbench.iopddl.solve_instance`, what `ipuplan iopddl` runs and
+    tests/test_cli_iopddl.py covers), timed from this process's start; its figures, with the RSS."""
     from ipuplan.plan.outputs import write_atomically
-    from ipuplan.solvers import SolverSettings
-    from ipuplan.solvers.cpsat import solve_reduced
-    from ipuplan.solvers.reduce import reduce
-    from ipuplan.workbench.iopddl import evaluate, problem_of, read_instance
+    from ipuplan.workbench.iopddl import read_instance
+    from ipuplan.workbench.iopddl import solve_instance as solve
 
     stage("imported")
     instance = read_instance(path)
     stage("read")
-    problem = problem_of(instance)
-    stage("problem built")
-    found: list[float] = []
-
-    def on_progress(phase: str, objective: int, bound: int, seconds: float) -> None:
-        if not found:  # CP-SAT reports only solutions of its model, where the limit is a hard row
-            found.append(time.perf_counter() - STARTED)
-            stage(f"first solution ({phase})")
-
-    # `solvers.solve` is this reduction then `solve_reduced` (an instance leaves no choice out: no wider scope), but
-    # its time limit starts after the reduction (15-20 s on A): here the time limit covers it.
-    reduced = reduce(problem)
-    stage("reduced")
-    seconds = max(time_limit - (time.perf_counter() - STARTED) - MARGIN, 1.0)
-    result = solve_reduced(reduced.problem, SolverSettings(time_limit=seconds, objective=Objective.FIT),
-                           progress=on_progress)
-    stage("solved")
-    choice = problem.input_choice if result.peak is None else reduced.lift(result.choice)  # infeasible: lifts as is
-    scored = evaluate(instance, choice)
-    if output is not None:
-        write_atomically(output, json.dumps(list(choice)) + "\n")
-    return {"instance": instance.name, "nodes": instance.nodes, "edges": instance.edges, "rows": len(problem.rows),
-            "status": result.status.value, "cost": scored.cost, "valid": scored.valid, "forbidden": scored.forbidden,
-            "peak_usage": scored.peak_usage, "usage_limit": instance.usage_limit,
-            "solver_cost": problem.exchange_of(choice), "solver_bound": result.exchange_bound,
-            "first_valid_s": found[0] if found and scored.valid and not scored.forbidden else None,
-            "solver_first_s": result.first_solution_seconds, "build_s": result.build_seconds,
-            "wall_s": time.perf_counter() - STARTED, "rss_mb": resident_mb()}
+    run = solve(instance, time_limit, started=STARTED, on_phase=lambda name, detail: stage(name))
+    if output is not None and run.solved:
+        write_atomically(output, json.dumps(list(run.choice)) + "\n")
+    return {**run.summary(), "status": run.result.status.value, "wall_s": time.perf_counter() - STARTED,
+            "rss_mb": resident_mb()}
 
 
 def print_run(run: dict) -> None:
@@ -231,7 +204,8 @@ def write_results(results: Path, rows: list[dict], memory_mb: int, began: str) -
         "",
         (f"`benchmarks/iopddl.py --all` on {began}, {os.cpu_count()} cores: each instance in a fresh "
         "process with the contest's timeout for the whole run (read, build, solve, score, write), default settings "
-        "(`solvers.solve`'s reduction, within the timeout, then `cpsat.solve_reduced`, objective `fit`, 2 workers). "
+        "(`workbench.iopddl.solve_instance`, what `ipuplan iopddl` runs: `solvers.solve`, its reduction within the "
+        "timeout, then CP-SAT, objective `fit`, the default workers). "
         "Cost and validity are the independent evaluator's "
         "(`workbench.iopddl.evaluate`). Gaps are to the published best known cost and lower bound; `x XLA` is the "
         f"cost over XLA's published score (below 1 beats it). Runs passing {memory_mb:,} MB RSS are ended "

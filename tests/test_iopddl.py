@@ -53,22 +53,30 @@ def brute_force(instance) -> tuple[int, tuple[int, ...]] | None:
     return found
 
 
+def per_time_point(instance, chosen) -> np.ndarray:
+    """`usage_over_time` (per event) spread over every time point from 0 to the last end (exclusive)."""
+    times, usage = usage_over_time(instance, chosen)
+    horizon = int(instance.intervals[:, 1].max(initial=0))
+    at = np.searchsorted(times, np.arange(horizon), side="right") - 1
+    return np.where(at >= 0, usage[np.maximum(at, 0)] if len(usage) else 0, 0)
+
+
 def test_the_chain_is_scored_by_hand():
     chain = instance_of(CHAIN)
     scored = evaluate(chain, (0, 0, 0))
     assert (scored.cost, scored.valid, scored.peak_time, scored.peak_usage, scored.forbidden) == (13, True, 3, 6, 0)
     scored = evaluate(chain, (1, 1, 2))
     assert (scored.cost, scored.valid, scored.peak_time, scored.peak_usage) == (6, False, 3, 7)
-    assert usage_over_time(chain, np.array([1, 1, 1])).tolist() == [4, 5, 5, 3, 2]
+    assert per_time_point(chain, np.array([1, 1, 1])).tolist() == [4, 5, 5, 3, 2]
     assert brute_force(chain) == (CHAIN_OPTIMUM, (1, 1, 1))
 
 
 def test_a_node_ending_at_t_is_not_live_at_t():
     back_to_back = instance_of(document([(0, 2), (2, 4)], [(0,), (0,)], [(5,), (5,)], limit=5))
-    assert usage_over_time(back_to_back, np.array([0, 0])).tolist() == [5, 5, 5, 5]
+    assert per_time_point(back_to_back, np.array([0, 0])).tolist() == [5, 5, 5, 5]
     assert evaluate(back_to_back, [0, 0]).valid
     overlapping = instance_of(document([(0, 3), (2, 4)], [(0,), (0,)], [(5,), (5,)], limit=5))
-    assert usage_over_time(overlapping, np.array([0, 0])).tolist() == [5, 5, 10, 5]
+    assert per_time_point(overlapping, np.array([0, 0])).tolist() == [5, 5, 10, 5]
     assert not evaluate(overlapping, [0, 0]).valid
 
 
@@ -197,8 +205,8 @@ def random_instance(seed: int, nodes: int = 5):
                        for x in rng.integers(0, 15, counts[u] * counts[v])])
              for u, v in pairs]
     least = instance_of(document(intervals, costs, usages, edges))
-    floor = usage_over_time(least, np.array([int(np.argmin(u)) for u in usages])).max(initial=0)
-    ceiling = usage_over_time(least, np.array([int(np.argmax(u)) for u in usages])).max(initial=0)
+    floor = usage_over_time(least, np.array([int(np.argmin(u)) for u in usages]))[1].max(initial=0)
+    ceiling = usage_over_time(least, np.array([int(np.argmax(u)) for u in usages]))[1].max(initial=0)
     return instance_of(document(intervals, costs, usages, edges, limit=int((floor + ceiling) // 2)))
 
 
@@ -209,7 +217,7 @@ def test_the_rows_hold_every_time_point_that_can_break_the_limit(seed):
     times = row_times(instance)
     assert [row.step for row in problem.rows] == times.tolist()
     for solution in itertools.islice(itertools.product(*(range(n) for n in instance.strategy_counts.tolist())), 50):
-        over_time = usage_over_time(instance, np.array(solution))
+        over_time = per_time_point(instance, np.array(solution))
         rows = problem.usage(solution).standard
         assert rows.tolist() == over_time[times].tolist()
         assert (rows.max(initial=0) > instance.usage_limit) == (not evaluate(instance, solution).valid)
@@ -247,3 +255,25 @@ def test_the_core_finds_the_brute_force_optimum(seed):
     assert result.status == SolveStatus.OPTIMAL
     scored = evaluate(instance, result.choice)
     assert (scored.cost, scored.valid, scored.forbidden) == (best[0], True, 0)
+
+
+def test_time_is_counted_in_events_so_an_interval_end_of_1e12_costs_nothing():
+    """Issue 36: an end of 1e8 took 821 MB and 1e12 a MemoryError, one entry per time point."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        instance = instance_of(document([[0, 10**12], [5, 10**12]], [[1, 2], [3]], [[4, 6], [5]], [], limit=10))
+        scored = [evaluate(instance, solution) for solution in ([0, 0], [1, 0])]
+        rows = problem_of(instance).rows
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [(s.valid, s.peak_time, s.peak_usage) for s in scored] == [(True, 5, 9), (False, 5, 11)]
+    assert [row.step for row in rows] == [5] and peak < 20_000_000
+
+
+def test_usages_whose_sum_could_wrap_int64_are_refused_in_one_line():
+    """Two usages of 2**62 live at once summed to -2**63 in int64, and the limit looked met ("optimal")."""
+    with pytest.raises(PlanError, match=r"problem.nodes.usages: .*2\*\*63"):
+        instance_of(document([[0, 5], [0, 5]], [[1], [1]], [[2**62], [2**62]], [], limit=10))

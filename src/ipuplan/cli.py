@@ -119,7 +119,7 @@ from ipuplan.report.text import (
     summary_table,
     sweep_table,
 )
-from ipuplan.solvers import Backend
+from ipuplan.solvers import Backend, SolveStatus
 from ipuplan.space.scopes import Scope
 from ipuplan.workbench.synth import MAX_VALUES, repeat_layers, unroll, with_budget_factor, with_scope
 
@@ -926,6 +926,55 @@ def diff_command(
         lines = diff_lines(diff_plans(load_plan(old), load_plan(new)))
     for line in lines:
         typer.echo(line)
+
+
+@app.command("iopddl")
+@one_line_errors
+def iopddl_command(
+    instance_path: Annotated[Path, typer.Argument(
+        metavar="INSTANCE", help="An IOPDDL contest instance (JSON, gzip or plain).", show_default=False)],
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", parser=_output_path, show_default=False,
+        help="Where to write the solution (a JSON list of strategy indices).")] = None,
+    time_limit: Annotated[float, typer.Option(
+        min=1.0, max=86400.0, help="Seconds for the whole run, reading included (the contest's timeout).")] = 60.0,
+    workers: Annotated[int | None, typer.Option(min=1, max=256, help="Solver workers (default: the cores).")] = None,
+    seed: Annotated[int, typer.Option(help="Solver seed.")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the run's figures as one JSON object.")] = False,
+    force: Force = False,
+) -> None:
+    """Solve an instance of the IOPDDL contest (XLA auto-sharding) with ipuplan's core: the least cost whose usage
+    stays within the limit, scored by the contest's own definition (exit 3, nothing written, when no valid solution
+    was found)."""
+    started = time.perf_counter()
+    require_outputs({"-o": output} if output is not None else {}, inputs=(instance_path,), force=force)
+    from ipuplan.workbench.iopddl import read_instance, solve_instance  # the solver's import, only here
+
+    with _Progress(quiet=as_json, name="read").ticking() as progress:
+        progress.phase("read", str(instance_path))
+        instance = read_instance(instance_path)
+        run = solve_instance(instance, time_limit, started=started, workers=workers, seed=seed,
+                             on_phase=progress.phase)
+        if run.solved and output is not None:
+            progress.phase("write", str(output))
+            write_output(output, json.dumps(list(run.choice)) + "\n")
+    summary = {**run.summary(), "output": None if output is None else str(output)}
+    if not run.solved:
+        scored = run.evaluation
+        why = (f"usage {scored.peak_usage:,} at time {scored.peak_time}, over the limit {instance.usage_limit:,}"
+               if not scored.valid else f"{scored.forbidden} forbidden costs")
+        what = ("no solution meets the usage limit (proven)" if run.result.status == SolveStatus.INFEASIBLE
+                else f"no valid solution within --time-limit {time_limit:g} s")
+        RUN.fail(f"{what} (the choice kept has {why}); nothing written", "no solution", **summary)
+        raise typer.Exit(3)
+    if as_json:
+        RUN.say_json({**summary, "status": "solved"})
+        return
+    typer.echo(f"{instance.name}: cost {run.evaluation.cost:,} (valid: peak usage {run.evaluation.peak_usage:,} of "
+               f"{'no limit' if instance.usage_limit is None else format(instance.usage_limit, ',')}), "
+               f"{run.result.status.value}; first solution "
+               f"{'-' if run.first_solution_seconds is None else format(run.first_solution_seconds, '.1f') + ' s'}, "
+               f"wall {time.perf_counter() - started:.1f} s" + ("" if output is None else f"; wrote {output}"))
 
 
 def _print_row_done(progress: _Progress, row) -> None:

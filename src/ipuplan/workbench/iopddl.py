@@ -5,14 +5,18 @@ An instance has nodes, each with strategies (a cost, and a memory usage held ove
 usage limit at every time point. `read_instance` reads the contest's JSON (gzip or plain) into an immutable
 `Instance`; `evaluate` scores a solution as the contest's evaluator does, with no solver code, so a solver's own
 figures are checked rather than trusted; `problem_of` is the instance as the core's `Problem` (nodes -> groups,
-costs -> exchange, edges -> pairwise costs, usages -> one row per time point that can reach the limit).
+costs -> exchange, edges -> pairwise costs, usages -> one row per time point that can reach the limit);
+`solve_instance` is the one run `ipuplan iopddl` and `benchmarks/iopddl.py` make: build, solve with the core that
+serves plans (`solvers.solve`, objective `fit`), score, on one deadline.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
@@ -22,8 +26,12 @@ from typing import Any
 import numpy as np
 
 from ipuplan.errors import PlanError
+from ipuplan.model.objective import Objective
 from ipuplan.model.problem import FORBIDDEN, Edge, Problem, StepRow
 from ipuplan.plan.budgets import Limit
+from ipuplan.replan.options import default_workers
+from ipuplan.solvers import SolveResult, SolverSettings, solve
+from ipuplan.solvers.deadline import Deadline
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -128,6 +136,7 @@ def instance_of(raw: Any, name: str = "<instance>") -> Instance:
     edge_nodes = _pairs(_field(edges, "nodes", list, "problem.edges."), "problem.edges.nodes")
     edge_start, edge_costs = _ragged(_field(edges, "costs", list, "problem.edges."), "problem.edges.costs")
     _check_edges(edge_nodes, edge_start, np.diff(strategy_start))
+    _check_usage_sums(strategy_start, usages)
     return Instance(name, *(_frozen(a) for a in (intervals, strategy_start, costs, usages, edge_nodes, edge_start,
                                                    edge_costs)), _usage_limit(problem))
 
@@ -211,6 +220,15 @@ def _check_edges(edge_nodes: np.ndarray, edge_start: np.ndarray, counts: np.ndar
                         location=f"problem.edges.costs[{k}]")
 
 
+def _check_usage_sums(strategy_start: np.ndarray, usages: np.ndarray) -> None:
+    """Refuse usages whose sum over the nodes live at once may pass 2**63 - 1: every live sum, the core's rows and the
+    solver's sums are int64 (two usages of 2**62 wrapped round to a negative sum, and the limit looked met)."""
+    most = np.maximum.reduceat(usages, strategy_start[:-1]) if len(strategy_start) > 1 else usages
+    if float(most.sum(dtype=np.float64)) >= 2.0**62 and sum(most.tolist()) >= 2**63:
+        raise PlanError("the nodes' largest usages sum to 2**63 or more: live usage could not be counted exactly",
+                        location="problem.nodes.usages")
+
+
 def _usage_limit(problem: dict) -> int | None:
     limit = problem.get("usage_limit")
     if limit is not None and (type(limit) is not int or not 0 <= limit < 2**63):
@@ -233,9 +251,10 @@ def evaluate(instance: Instance, solution) -> Evaluation:
     u, v = instance.edge_nodes[:, 0], instance.edge_nodes[:, 1]
     pair = chosen[u] * instance.strategy_counts[v] + chosen[v]
     edge_costs = instance.edge_costs[instance.edge_start[:-1] + pair]
-    usage = usage_over_time(instance, chosen)
-    peak_time = int(np.argmax(usage)) if len(usage) else None
-    peak_usage = int(usage[peak_time]) if peak_time is not None else 0
+    times, usage = usage_over_time(instance, chosen)
+    at = int(np.argmax(usage)) if len(usage) else None
+    peak_usage = 0 if at is None else int(usage[at])
+    peak_time = None if at is None else int(times[at]) if peak_usage > 0 else 0  # before the first event: nothing
     valid = instance.usage_limit is None or peak_usage <= instance.usage_limit
     forbidden = int((node_costs >= FORBIDDEN).sum() + (edge_costs >= FORBIDDEN).sum())
     return Evaluation(sum(node_costs.tolist()) + sum(edge_costs.tolist()), valid, peak_time, peak_usage, forbidden)
@@ -254,9 +273,11 @@ def _strategies(instance: Instance, solution) -> np.ndarray:
     return np.array(items, dtype=np.int64)
 
 
-def usage_over_time(instance: Instance, chosen: np.ndarray) -> np.ndarray:
-    """Per time point from 0 to the last interval's end (exclusive), the summed usage of the nodes live then."""
-    return live_sum(instance, instance.usages[instance.strategy_start[:-1] + chosen])[:-1]
+def usage_over_time(instance: Instance, chosen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(times, usage): the summed usage of the nodes live from each time at which some interval starts or ends until
+    the next one (the usage changes nowhere else), the last time (every interval ended) left out."""
+    times, sums = live_sum(instance, instance.usages[instance.strategy_start[:-1] + chosen])
+    return times[:-1], sums[:-1]
 
 
 def problem_of(instance: Instance) -> Problem:
@@ -300,13 +321,14 @@ def usage_rows(instance: Instance) -> tuple[StepRow, ...]:
     counts = instance.strategy_counts
     zeros = {n: _frozen(np.zeros(n, dtype=np.int64)) for n in np.unique(counts[varying]).tolist()}
     terms = [(g, instance.node_usages(g), zeros[int(counts[g])]) for g in varying.tolist()]
-    constant = live_sum(instance, np.where(most > least, 0, least))
+    events, constant = live_sum(instance, np.where(most > least, 0, least))
+    at = np.searchsorted(events, times)
     start, end = start[varying], end[varying]
     rows = []
-    for t in times.tolist():
+    for t, k in zip(times.tolist(), at.tolist()):
         live = np.flatnonzero((start <= t) & (end > t))
         picked = itemgetter(*live.tolist())(terms) if len(live) else ()
-        rows.append(StepRow(t, int(constant[t]), 0, picked if len(live) != 1 else (picked,)))
+        rows.append(StepRow(t, int(constant[k]), 0, picked if len(live) != 1 else (picked,)))
     return tuple(rows)
 
 
@@ -324,7 +346,8 @@ def row_times(instance: Instance) -> np.ndarray:
     ends = np.sort(instance.intervals[holds, 1])
     following = np.append(starts[1:], np.iinfo(np.int64).max)
     peaks = np.searchsorted(ends, following, side="right") > np.searchsorted(ends, starts, side="right")
-    can_pass = live_sum(instance, most)[starts] > instance.usage_limit
+    events, most_live = live_sum(instance, most)
+    can_pass = most_live[np.searchsorted(events, starts)] > instance.usage_limit
     return starts[peaks & can_pass]
 
 
@@ -336,10 +359,78 @@ def _usage_extremes(instance: Instance) -> tuple[np.ndarray, np.ndarray]:
             np.maximum.reduceat(instance.usages, instance.strategy_start[:-1]))
 
 
-def live_sum(instance: Instance, per_node: np.ndarray) -> np.ndarray:
-    """Per time point (0 to the last end, inclusive), the sum of `per_node` over the nodes live then."""
-    horizon = int(instance.intervals[:, 1].max(initial=0))
-    change = np.zeros(horizon + 1, dtype=np.int64)
-    np.add.at(change, instance.intervals[:, 0], per_node)
-    np.add.at(change, instance.intervals[:, 1], -per_node)
-    return np.cumsum(change)
+def live_sum(instance: Instance, per_node: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(events, sums): every time at which some interval starts or ends, ascending, and the sum of `per_node` over
+    the nodes live from it until the next one. Time is counted in events, not time points: an interval end of 1e12
+    costs one entry (the time points took 821 MB at 1e8)."""
+    events = np.unique(instance.intervals)
+    change = np.zeros(len(events), dtype=np.int64)
+    np.add.at(change, np.searchsorted(events, instance.intervals[:, 0]), per_node)
+    np.add.at(change, np.searchsorted(events, instance.intervals[:, 1]), -per_node)
+    return events, np.cumsum(change)
+
+
+MARGIN = 2.0
+"""Seconds of the time limit kept for scoring and writing the solution after the solve (at most a tenth of it)."""
+
+
+@dataclass(frozen=True)
+class InstanceRun:
+    """One instance solved: the choice, the core's own result, the contest's score of the choice (the figure that
+    counts), and when the first solution came (seconds from the run's start; None: none came)."""
+
+    instance: Instance
+    rows: int
+    choice: tuple[int, ...]
+    solver_cost: int
+    """The core's own figure of the choice (its capped costs): equal to the contest's below `FORBIDDEN`."""
+    result: SolveResult
+    evaluation: Evaluation
+    first_solution_seconds: float | None
+    seconds: float
+
+    @property
+    def solved(self) -> bool:
+        """The choice is a solution the contest accepts: within the limit at every time, no forbidden cost paid."""
+        return self.evaluation.valid and not self.evaluation.forbidden
+
+    def summary(self) -> dict:
+        """Its figures as `--json` prints them."""
+        scored, instance = self.evaluation, self.instance
+        return {"instance": instance.name, "nodes": instance.nodes, "edges": instance.edges, "rows": self.rows,
+                "solver_status": self.result.status.value, "cost": scored.cost, "solver_cost": self.solver_cost,
+                "valid": scored.valid,
+                "forbidden": scored.forbidden, "peak_usage": scored.peak_usage, "usage_limit": instance.usage_limit,
+                "solver_bound": self.result.exchange_bound,
+                "first_valid_s": self.first_solution_seconds if self.solved else None,
+                "solver_first_s": self.result.first_solution_seconds, "build_s": self.result.build_seconds,
+                "wall_s": self.seconds}
+
+
+def solve_instance(instance: Instance, time_limit: float, *, started: float | None = None, workers: int | None = None,
+                   seed: int = 0, on_phase: Callable[[str, str], None] | None = None) -> InstanceRun:
+    """The least cost within the usage limit, by `time_limit` seconds after `started` (default: now; the contest
+    times the whole process), MARGIN of it kept for scoring and writing: the instance as a `Problem`, solved by the
+    core that serves plans (`solvers.solve`, objective `fit`: its reduction counts in the deadline), and the choice
+    scored by the contest's definition (`evaluate`), never by the solver's own figure."""
+    deadline = Deadline.starting(time_limit, False, started)
+    phase = on_phase or (lambda name, detail: None)
+    problem = problem_of(instance)
+    phase("problem built", f"{instance.nodes:,} nodes, {instance.edges:,} edges, {len(problem.rows):,} rows")
+    first: list[float] = []
+
+    def heard(name: str, objective: int, bound: int, seconds: float) -> None:
+        if not first:  # CP-SAT reports only solutions of its model, where the limit is a hard row
+            first.append(time.perf_counter() - deadline.started)
+            phase("solve", f"first solution ({name}), cost {objective:,}: improving")
+
+    margin = min(MARGIN, time_limit / 10)
+    settings = SolverSettings(time_limit=max(deadline.left() - margin, 1.0), workers=workers or default_workers(),
+                              seed=seed, objective=Objective.FIT, ends_at=deadline.ends_at - margin)
+    phase("solve", f"cost within the usage limit, {settings.workers} workers, {settings.time_limit:.1f} s left")
+    result = solve(problem, settings, progress=heard)
+    phase("solved", result.status.value)
+    choice = problem.input_choice if result.peak is None else result.choice
+    return InstanceRun(instance, len(problem.rows), tuple(choice), problem.exchange_of(choice), result,
+                       evaluate(instance, choice), first[0] if first else None, time.perf_counter() - deadline.started)
+

@@ -6,6 +6,7 @@ problem does, and the search ends no worse than it began."""
 from __future__ import annotations
 
 import itertools
+import time
 
 import numpy as np
 import pytest
@@ -124,3 +125,19 @@ def test_the_least_bytes_start_never_picks_a_candidate_forbidden_alone():
     row = StepRow(0, 0, 0, ((0, b(60, 10), b(0, 0)),))
     p = problem([row], (2,), exchange=((0, F),), sizes=(0,))
     assert least_bytes(p) == [0]
+
+
+def test_a_deterministic_search_counts_units_not_the_clock():
+    """With one worker the neighbourhoods are counted by the deterministic units they used (at least PART_UNITS
+    each), so the same ones are solved on a quiet machine and a busy one (issue 36, item 3)."""
+    p = FITTING[0]
+    base = next(valid_choices(p))
+    calls: list[float] = []
+
+    def slow_part(problem, seconds, seed):
+        calls.append(seconds)
+        time.sleep(0.02)  # wall time passes; only the units count
+        return False, None, 0.3
+
+    assert search(p, base, 1.0, slow_part, deterministic=True) == tuple(base)
+    assert calls == pytest.approx([1.0, 0.7, 0.4, 0.1])

@@ -151,3 +151,15 @@ def test_the_phases_limits_are_shares_of_one_deadline_that_sum_to_at_most_the_li
     else:
         assert peak.time_limit <= limit and exchange.time_limit <= limit
         assert peak.ends_at == exchange.ends_at == pytest.approx(started + limit, abs=0.1)
+
+
+def test_the_search_a_run_got_is_said_in_deterministic_units_the_same_twice(reference_plan):
+    """Issue 36, item 3: how much search a run got, as a figure that does not hang on the machine: with one worker
+    two runs report the same units (and the same bytes)."""
+    from ipuplan.report.text import optimize_summary
+
+    first, second = (optimize(reference_plan, workers=1, scope="kernels") for _ in range(2))
+    assert first.solve.search_units > 0 and first.solve.search_units == second.solve.search_units
+    summary = optimize_summary(first, "in.json", None)["search"]
+    assert summary == {"deterministic_units": round(first.solve.search_units, 3), "workers": 1, "deterministic": True,
+                       "time_limit": 10.0}

@@ -504,7 +504,8 @@ def _exact_result(exact: ExactProblem, solved: SolveResult, found: SolveResult, 
     choice, proven = exact_choice(exact, solved.choice, found)
     exact_bound = None if found.exchange_bound is None else found.exchange_bound + exact.constant
     figures = {"choice": choice, "peak": problem.usage(choice).peak, "exchange_bytes": exact.exchange_of(choice),
-               "changed_values": problem.changed_of(choice), "exchange_bound": exact_bound}
+               "changed_values": problem.changed_of(choice), "exchange_bound": exact_bound,
+               "search_units": solved.search_units + found.search_units}
     if objective == Objective.FIT:
         return replace(solved, status=SolveStatus.OPTIMAL if proven else SolveStatus.FEASIBLE, **figures)
     optimal = solved.bound >= figures["peak"]

@@ -134,4 +134,4 @@ def _better(first: SolveResult, second: SolveResult) -> SolveResult:
     bound = max(first.bound, second.bound if solved else 0)
     optimal = bound >= best.peak
     return replace(best, status=SolveStatus.OPTIMAL if optimal else SolveStatus.FEASIBLE,
-                   bound=best.peak if optimal else bound)
+                   bound=best.peak if optimal else bound, search_units=first.search_units + second.search_units)

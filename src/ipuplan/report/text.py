@@ -434,6 +434,9 @@ def optimize_summary(result, source: str, output: str | None) -> dict:
         "solve_seconds": round(solved.solve_seconds, 4),
         "first_solution_seconds": (None if solved.first_solution_seconds is None
                                    else round(solved.first_solution_seconds, 4)),
+        # how much search the run got, the same figure for the same work on any machine (issue 36)
+        "search": {"deterministic_units": round(solved.search_units, 3), "workers": result.options.solver_settings()
+                   .workers, "deterministic": result.options.deterministic, "time_limit": result.options.time_limit},
         "budgets": {
             "budget_bytes": result.budgets.budget_bytes,
             "interleaved_budget_bytes": result.budgets.interleaved_budget_bytes,

@@ -140,7 +140,8 @@ def whole_scope(problem: Problem, settings: SolverSettings, solve: Callable[...,
     if progress is not None:
         progress("scope", result.peak, result.peak if proven else bound.bound, time.perf_counter() - started)
     return replace(result, status=SolveStatus.OPTIMAL if proven else SolveStatus.FEASIBLE,
-                   bound=result.peak if proven else min(bound.bound, result.peak), left_out=alive_count)
+                   bound=result.peak if proven else min(bound.bound, result.peak), left_out=alive_count,
+                   search_units=result.search_units + bound.search_units)
 
 
 def whole_scope_fit(problem: Problem, settings: SolverSettings, solve: Callable[..., SolveResult],
@@ -169,7 +170,7 @@ def whole_scope_fit(problem: Problem, settings: SolverSettings, solve: Callable[
     proven = result.status == SolveStatus.OPTIMAL and least is not None and least >= result.exchange_bytes
     return replace(result, status=SolveStatus.OPTIMAL if proven else SolveStatus.FEASIBLE,
                    exchange_bound=result.exchange_bytes if proven else min(least or 0, result.exchange_bound or 0),
-                   left_out=alive_count)
+                   left_out=alive_count, search_units=result.search_units + bound.search_units)
 
 
 def _relaxed_solve(relaxed: Problem, result: SolveResult, settings: SolverSettings, solve: Callable[..., SolveResult],

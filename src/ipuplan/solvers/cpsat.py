@@ -22,7 +22,7 @@ from ipuplan.model.objective import OBJECTIVES, Objective, Term
 from ipuplan.model.problem import FORBIDDEN, Problem, StepRow
 from ipuplan.solvers.bounds import WindowBound, window_bound
 from ipuplan.solvers.construct import cheapest, construct, tie_bound, tie_value
-from ipuplan.solvers.deadline import part
+from ipuplan.solvers.deadline import DETERMINISTIC_WALL, part
 from ipuplan.solvers.lagrange import lagrangian, least_bytes
 from ipuplan.solvers.linear import LinearRows, PairColumns, RuleRows, linear_rows, pair_columns
 from ipuplan.solvers.lns import search
@@ -330,8 +330,8 @@ def _phase_seconds(limit: float, before_last: int, elapsed: float, last: bool) -
 
 
 def run_phases(choices: LayoutChoices, ordered: list[Phase], settings: SolverSettings, progress, built: float):
-    """Each phase in turn from the hinted start: (outcomes, last choice, first-solution seconds); stops at
-    the first phase without a solution (its outcome has value 0)."""
+    """Each phase in turn from the hinted start: (outcomes, last choice, first-solution seconds, deterministic units
+    used); stops at the first phase without a solution (its outcome has value 0)."""
     outcomes: list[PhaseOutcome] = []
     choice, first = None, None
     units = 0.0  # deterministic time the phases used: with one worker the shares hang on it, not on the clock
@@ -357,7 +357,7 @@ def run_phases(choices: LayoutChoices, ordered: list[Phase], settings: SolverSet
         choice = choices.chosen(solver)
         if not last:
             choices.model.add(phase.expression <= value)
-    return outcomes, choice, first
+    return outcomes, choice, first, units
 
 
 @dataclass(frozen=True)
@@ -571,9 +571,9 @@ def _solve_from(problem: Problem, settings: SolverSettings, progress: Progress |
         settings = replace(settings, time_limit=max(settings.time_limit - (built - started), 0.2 * settings.time_limit))
     proto = choices.model.proto
     sizes = model_size(problem, len(proto.variables), len(proto.constraints), built - started, choices.rows)
-    outcomes, choice, found = run_phases(choices, ordered, settings, progress, built)
+    outcomes, choice, found, units = run_phases(choices, ordered, settings, progress, built)
     timing = {"solve_seconds": time.perf_counter() - built, "first_solution_seconds": first if first is not None
-              else found}
+              else found, "search_units": round(units, 3)}
     if choice is None and outcomes[0].status == SolveStatus.NO_SOLUTION and (
             begun.constructed or begun.peak_proven) and not problem.forbidden_in(begun.choice):
         proven = begun.peak_proven and settings.objective == Objective.PEAK
@@ -598,20 +598,24 @@ def _solve_from(problem: Problem, settings: SolverSettings, progress: Progress |
                        else None, excess=usage.worst_excess(problem.limits) if soft else (), **timing, **sizes)
 
 
-def solve_part(problem: Problem, seconds: float, seed: int, workers: int = 1) -> tuple[bool, tuple[int, ...] | None]:
+def solve_part(problem: Problem, seconds: float, seed: int, workers: int = 1,
+               deterministic: bool = False) -> tuple[bool, tuple[int, ...] | None, float]:
     """A neighbourhood's problem (`lns.search`): its least exchange from its input choice, no dearer than that; (proven
-    optimal, the choice or None)."""
+    optimal, the choice or None, the deterministic units it used). `deterministic`: one worker, `seconds` in units
+    (the wall limit a guard)."""
     choices = build_model(problem)
     choices.hint(problem.input_choice)
     choices.model.add(choices.exchange <= problem.exchange_of(problem.input_choice))
     choices.model.minimize(choices.exchange)
     solver = cp_model.CpSolver()
-    solver.parameters.num_workers = workers
+    solver.parameters.num_workers = 1 if deterministic else workers
     solver.parameters.random_seed = seed
-    solver.parameters.max_time_in_seconds = seconds
+    if deterministic:
+        solver.parameters.max_deterministic_time = seconds
+    solver.parameters.max_time_in_seconds = seconds * (DETERMINISTIC_WALL if deterministic else 1.0)
     status = solver.solve(choices.model)
-    return (status == cp_model.OPTIMAL,
-            choices.chosen(solver) if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None)
+    return (status == cp_model.OPTIMAL, choices.chosen(solver) if status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+            else None, solver.response_proto.deterministic_time)
 
 
 def _neighbourhoods(problem: Problem, settings: SolverSettings, progress: Progress | None, begun: Start,
@@ -631,8 +635,11 @@ def _neighbourhoods(problem: Problem, settings: SolverSettings, progress: Progre
         if progress is not None:
             progress(phase, objective, bound, seconds)
 
-    improved = search(problem, begun.choice, settings.wall(settings.time_limit - elapsed),
-                      partial(solve_part, workers=settings.workers), settings.seed, on_improved, started)
+    # with one worker the neighbourhoods share the limit in deterministic units (reproducible), else the wall time left
+    budget = settings.time_limit if settings.deterministic else settings.wall(settings.time_limit - elapsed)
+    improved = search(problem, begun.choice, budget,
+                      partial(solve_part, workers=settings.workers, deterministic=settings.deterministic),
+                      settings.seed, on_improved, started, deterministic=settings.deterministic)
     return replace(begun, choice=improved, constructed=True), settings, first if first is not None else min(
         heard, default=None)
 
@@ -660,7 +667,7 @@ def pareto_front(problem: Problem, settings: SolverSettings, max_points: int,
         if points:
             choices.model.add(choices.exchange <= points[-1].exchange_bytes - 1)
         choices.hint(hint)
-        outcomes, choice, _ = run_phases(choices, phases(choices, solved, Objective.PEAK), settings, None, started)
+        outcomes, choice, _, _ = run_phases(choices, phases(choices, solved, Objective.PEAK), settings, None, started)
         if choice is None:
             return points, outcomes[0].status == SolveStatus.INFEASIBLE
         proven = all(outcome.status == SolveStatus.OPTIMAL for outcome in outcomes)

@@ -21,6 +21,7 @@ import numpy as np
 
 from ipuplan.model.problem import FORBIDDEN, Edge, Problem, StepRow, Usage
 from ipuplan.solvers.construct import GroupRows
+from ipuplan.solvers.deadline import DETERMINISTIC_WALL
 from ipuplan.solvers.lagrange import group_rows
 
 FIRST_SIZE = 60
@@ -29,6 +30,9 @@ LARGEST = 2000
 SMALLEST = 10
 STEP_SECONDS = 2.0
 """CP-SAT's time per neighbourhood at most."""
+PART_UNITS = 0.02
+"""Deterministic units a neighbourhood counts at least (its building is work too): a search of N units solves at
+most N / PART_UNITS of them."""
 
 
 @dataclass(frozen=True)
@@ -110,20 +114,26 @@ def _seeds(problem: Problem, choice) -> np.ndarray:
     return order[excess[order] > 0]
 
 
-PartSolve = Callable[[Problem, float, int], tuple[bool, tuple[int, ...] | None]]
+PartSolve = Callable[[Problem, float, int], tuple[bool, tuple[int, ...] | None, float]]
 """Solves a neighbourhood's problem from its input choice within seconds, with a seed: (proven optimal, its choice
-no dearer than the input, or None). The CP-SAT backend passes its own (`cpsat.solve_part`)."""
+no dearer than the input, or None, the deterministic units it used). The CP-SAT backend passes its own
+(`cpsat.solve_part`)."""
 
 
 def search(problem: Problem, choice, seconds: float, solve_part: PartSolve, seed: int = 0, progress=None,
-           started: float = 0.0, index: GroupRows | None = None) -> tuple[int, ...]:
+           started: float = 0.0, index: GroupRows | None = None, deterministic: bool = False) -> tuple[int, ...]:
     """Neighbourhoods solved one after the other for `seconds`: the incumbent at the end, `progress` told of each
     improvement that is valid (a neighbourhood's solution never makes a forbidden pick nor passes a limit at the
     rows it may change, so an incumbent over no limit stays so). `index`: the problem's GroupRows (the shared one,
-    `lagrange.group_rows`, when not given)."""
+    `lagrange.group_rows`, when not given). `deterministic`: `seconds` are CP-SAT's deterministic units, the
+    neighbourhoods' own summed, so that the same neighbourhoods are solved on every machine."""
     if seconds <= 0:
         return tuple(choice)
-    deadline = time.perf_counter() + seconds
+    deadline, units = time.perf_counter() + seconds * (DETERMINISTIC_WALL if deterministic else 1.0), 0.0
+
+    def left() -> float:  # with one worker the units, and the wall time only as a guard
+        return min(seconds - units, deadline - time.perf_counter()) if deterministic else deadline - time.perf_counter()
+
     index = group_rows(problem) if index is None else index
     random = np.random.default_rng(seed)
     choice = list(choice)
@@ -132,7 +142,7 @@ def search(problem: Problem, choice, seconds: float, solve_part: PartSolve, seed
     over = usage.violation(problem.limits) > 0
     size = FIRST_SIZE
     seeds, at = _seeds(problem, choice), 0
-    while time.perf_counter() < deadline - 0.05 and problem.groups:
+    while left() > 0.05 and problem.groups:
         if at >= len(seeds):
             seeds, at = _seeds(problem, choice), 0
             if not len(seeds):
@@ -143,8 +153,9 @@ def search(problem: Problem, choice, seconds: float, solve_part: PartSolve, seed
         free = grown(index, start, size, random)
         part = neighbourhood(problem, index, choice, free, usage)
         before = part.problem.exchange_of(part.problem.input_choice)
-        optimal, found = solve_part(part.problem, max(min(STEP_SECONDS, deadline - time.perf_counter()), 0.05),
-                                    int(random.integers(1 << 30)))
+        optimal, found, used = solve_part(part.problem, max(min(STEP_SECONDS, left()), 0.05),
+                                          int(random.integers(1 << 30)))
+        units += max(used, PART_UNITS)
         size = min(int(size * 1.25) + 1, LARGEST, problem.groups) if optimal else max(int(size / 1.25), SMALLEST)
         if found is not None and part.problem.exchange_of(found) < before:
             for g, c in zip(free.tolist(), found):

@@ -91,6 +91,9 @@ class SolveResult:
     entries_before: int = 0
     entries: int = 0
     """Model reduction: row entries before (every candidate of every term, every rule) and as written."""
+    search_units: float = 0.0
+    """CP-SAT's deterministic units the solve's phases used: how much search it got, the same figure on any machine
+    for the same work (0 for other backends)."""
     left_out: int = 0
     """Choices a cap left out of the candidates that could still beat the peak found, and so counted in the bound
     (`solvers.bounds.whole_scope`): 0 when none was left out or none can."""

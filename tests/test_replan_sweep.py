@@ -42,25 +42,34 @@ def test_no_point_is_a_time_limit_in_json_not_a_proof(tmp_path, monkeypatch):
     assert failure["status"] == "no_solution" and "not a proof" in failure["error"]
 
 
-SETTLED = 120
-"""A per-point time limit far beyond what the reference plan's first two points take to prove (on one worker: some
-0.5 s for the walk's solve, 2 s for the exact one; 4 s under two busy loops on two cores): each solve ends by its
-proof, so what comes back is the same on every run and under any load. (With one worker CP-SAT stops at its
-deterministic limit, but also at a wall limit of as many seconds, and some shares of the limit are what the clock
-leaves: a limit the solves need up to, such as 1 s, gave 8 points on an idle machine, 3 or 1 on a busy one.) The
-solves end early, so the test takes the seconds of the proofs, not of the limit."""
-
-
-def test_the_exact_front_keeps_only_points_no_smaller_peak_beats(reference_plan):
-    """The walk repeats peaks and an exact solve may land below the peak it was given: the front's peaks rise and its
-    exact exchange falls, strictly, so that each KiB's price is defined (it divided by zero on equal peaks). Two points
-    settled by their proofs (`SETTLED`): the count does not hang on the machine's load."""
-    front = sweep(reference_plan, workers=1, scope="kernels", time_limit=SETTLED, max_points=2)
+def test_the_front_spans_both_ends_its_peaks_rise_and_its_exchange_falls(reference_plan):
+    """Issue 34: a handful of points from the smallest peak (optimize's) to the least exchange, each significant: its
+    peaks rise and its exact exchange falls, strictly, so that each KiB's price is defined. With one worker every
+    solve stops at its deterministic units, so the points do not hang on the machine's load."""
+    front = sweep(reference_plan, workers=1, scope="kernels", max_points=5)
     peaks, exact = [p.peak for p in front.points], [p.exchange_bytes for p in front.points]
-    assert len(peaks) == 2, front.points
+    assert len(peaks) == 5 and front.complete, front.points
     assert peaks == sorted(set(peaks)) and exact == sorted(set(exact), reverse=True)
+    assert peaks[0] == 159_076 and peaks[-1] > 2 * peaks[0]  # the peak optimum, and the least exchange far above it
     assert front.points[0].exchange_per_kib is None
     assert all(p.exchange_per_kib is not None and p.exchange_per_kib > 0 for p in front.points[1:])
+    assert all(p.exchange_bytes == p.model_exchange_bytes for p in front.points)
+
+
+def test_a_point_is_kept_only_when_it_sends_a_share_less_or_rises_a_granule():
+    """`--min-step` (a share of the exchange) or a standard granule of peak: the old walk's 6-byte steps are gone."""
+    from ipuplan.replan.sweep import PEAK_STEP, significant
+    from ipuplan.solvers import FrontPoint
+
+    def point(peak, sent):
+        return FrontPoint((), peak, sent, 0, True, 0.0)
+
+    steps = [point(100_000 + 6 * k, 1_000_000 - k) for k in range(200)]  # what the old walk printed
+    assert [p.peak for p in significant(steps, 0.01)] == [100_000]
+    spread = [point(100_000 + PEAK_STEP * k, 1_000_000 - k) for k in range(5)]
+    assert significant(spread, 0.01) == spread
+    assert [p.peak for p in significant(spread, 0.01, peak_step=2 * PEAK_STEP)] == [100_000, 100_000 + 2 * PEAK_STEP,
+                                                                                  100_000 + 4 * PEAK_STEP]
 
 
 def test_a_sweep_without_the_exact_exchange_walks_by_the_proxy(reference_plan):
@@ -70,8 +79,8 @@ def test_a_sweep_without_the_exact_exchange_walks_by_the_proxy(reference_plan):
 
 def test_a_sweep_in_scope_program_gathers_and_each_point_is_its_written_plans(reference_plan):
     """Scope program through the sweep: its first point is the optimiser's (113,080 with 14 copies inserted), each
-    point's model exchange is its written plan's, copies' moves included (`SETTLED`: proofs, not the clock)."""
-    front = sweep(reference_plan, workers=1, scope="program", time_limit=SETTLED, max_points=2)
+    point's model exchange is its written plan's, copies' moves included."""
+    front = sweep(reference_plan, workers=1, scope="program", max_points=2)
     assert front.points[0].peak == 113_080 and len(front.points) == 2
     assert all(p.exchange_bytes == p.model_exchange_bytes for p in front.points)
 

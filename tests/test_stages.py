@@ -89,10 +89,10 @@ PATHS = {
     "best effort --report": (cli("optimize", str(REFERENCE), "-o", "TMP/o.json", *TIGHT, "--workers", "1",
                                  "--time-limit", "5", "--best-effort", "--report", "TMP/r.html", code=3), 2, "kernels",
                              ("full",), 0),
-    # sweep: the input's facts, and those of the plan each point would write (its exact exchange; storage: 1 point,
-    # whose exact exchange is solved once)
-    "sweep --report": (cli("sweep", str(REFERENCE), "--scope", "storage", "--workers", "1", "--report", "TMP/s.html"),
-                       2, "storage", (), 1),
+    # sweep: the input's facts, and those of the plan each point would write (its exact exchange; storage, 2 points:
+    # the smallest peak and the least exchange, every pair priced once)
+    "sweep --report": (cli("sweep", str(REFERENCE), "--scope", "storage", "--workers", "1", "--points", "2",
+                           "--report", "TMP/s.html"), 3, "storage", (), 1),
     "explore": (lambda tmp: explore_one(str(REFERENCE), str(tmp), OptimizeOptions(workers=1, time_limit=5)), 2, "full",
                 (), 1),
     "report": (cli("report", str(REFERENCE), "-o", "TMP/r.html", "--scope", "kernels"), 1, "kernels", (), 0),

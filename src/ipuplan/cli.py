@@ -753,14 +753,18 @@ def _size(path: Path) -> str:
 def sweep_command(
     plan_path: PlanPath,
     options: OptimizeOptions,
-    points: Annotated[int, typer.Option(min=1, max=100_000, help="Stop after this many Pareto points.")] = 200,
+    points: Annotated[int, typer.Option(min=1, max=1000, help="At most this many points of the front.")] = 8,
+    min_step: Annotated[float, typer.Option(
+        min=0.0, max=99.0, metavar="PERCENT",
+        help="Keep a point only when it sends at least this much less than the point below it.")] = 1.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object (the front, or the error).")] = False,
     report: Annotated[Path | None, typer.Option(
         "--report", parser=_output_path, help="Also write the HTML report here, with the plot of the front.")] = None,
     force: Force = False,
 ) -> None:
-    """The trade-off of peak against exchange bytes (the Pareto front under the budgets): how much exchange each
-    KiB of memory costs. --time-limit applies to each point; --objective and --best-effort do not apply."""
+    """The trade-off of peak against exchange bytes (the Pareto front under the budgets): a handful of points that
+    span it, from the smallest peak to the least exchange, and how much exchange each KiB of memory costs.
+    --time-limit is the whole sweep's; --objective and --best-effort do not apply."""
     require_outputs({"--report": report}, inputs=_inputs(plan_path, options), force=force)
     from ipuplan.replan.sweep import sweep  # the solver's import is paid only by the commands that solve
 
@@ -769,8 +773,10 @@ def sweep_command(
         try:
             progress.phase("load", f"{plan_path} ({_size(plan_path)})")
             plan = load_plan(plan_path)
-            progress.phase("sweep", f"up to {points} points, {options.time_limit:g} s each")
-            front = sweep(plan, options, max_points=points, on_point=lambda point: _print_point(progress, point))
+            progress.phase("sweep", f"up to {points} points, each {min_step:g}% below the last, "
+                                    f"{options.time_limit:g} s in all")
+            front = sweep(plan, options, max_points=points, min_step=min_step / 100,
+                          on_point=lambda point: _print_point(progress, point))
         except InfeasibleBudget as error:
             _report_failure(error, report, as_json)
             raise

@@ -1,16 +1,15 @@
 """The trade-off of peak against exchange bytes: how much exchange each KiB of memory costs.
 
-`sweep` walks the Pareto front of the candidate space under the budgets, from the smallest peak
-(the `peak` objective's plan) to the least exchange (the `fit` objective's, at its lowest peak):
-each point is the smallest peak with less exchange than the point before, and the least exchange
-at that peak, each solve starting from the previous point's layouts. The peaks are walked by the optimiser's
-proxy (each candidate's exchange at the other side's input layout: a linear model, fast to walk); at each peak
-the least exact exchange (docs/EXCHANGE.md) is then solved with every pair priced (`pipeline.exact_at`), and a
-point whose exact exchange is no less than a smaller peak's is dropped (so "complete" says the proxy's walk reached
-its end; the exact front between two walked peaks is not searched). Each point's `model_exchange_bytes` is the
-model's exact figure and `exchange_bytes` the exchange of the plan it would write, computed again from that plan;
-the two are equal (with `--exact-exchange never`, or `auto` above its cap, the walked points as they are, by the
-proxy).
+`sweep` gives a handful of points that span the Pareto front of the candidate space under the budgets (at most
+`max_points`, default 8), all within one time limit: the least exact exchange (docs/EXCHANGE.md) at the smallest peak
+(the `peak` objective's, found as `optimize` finds it), at any peak (the `fit` objective's), and at peaks spaced
+evenly between, every pair priced once (`model.exact`) and each solve started from the point below it, so a point
+never sends more than a smaller peak's (`spanned_front`). A point is kept when it sends less than the one below it,
+at least `min_step` less or at a peak a granule higher (`significant`: the old walk stepped the peak by 6 bytes,
+hundreds of points nobody could use, and did not finish in ten minutes). Each point's `model_exchange_bytes` is the
+model's exact figure and `exchange_bytes` the exchange of the plan it would write, computed again from that plan: the
+two are equal. With `--exact-exchange never`, or `auto` above its cap, the front is walked by the optimiser's proxy
+instead (each candidate's exchange at the other side's input layout), peak by peak, its points as they are.
 """
 
 from __future__ import annotations
@@ -20,10 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ipuplan.facts.plan_exchange import plan_exchange
-from ipuplan.model.exact import exact_problem
+from ipuplan.model.exact import ExactProblem, exact_problem
 from ipuplan.model.objective import Objective
 from ipuplan.model.problem import Problem, alive_within
 from ipuplan.plan.format import Plan
+from ipuplan.plan.layout import GRANULE, STANDARD
 from ipuplan.replan.options import OptimizeOptions
 from ipuplan.replan.pipeline import (
     BudgetConflict,
@@ -38,7 +38,7 @@ from ipuplan.replan.pipeline import (
 )
 from ipuplan.replan.rewrite import rewrite
 from ipuplan.solvers import FrontPoint, SolverSettings, SolveStatus, pareto_front, solve
-from ipuplan.solvers.deadline import part
+from ipuplan.solvers.deadline import Deadline, part
 
 KIB = 1024
 
@@ -113,33 +113,112 @@ def point_exchange(prepared: Prepared, point: FrontPoint) -> int:
     return plan_exchange(facts.plan, facts).total
 
 
-def sweep(plan: Plan, options: OptimizeOptions | None = None, *, max_points: int = 200,
+MIN_STEP = 0.01
+"""A point of the front is kept when it sends less than the point below it, at least this share less (`--min-step`)
+or at a peak at least PEAK_STEP higher."""
+PEAK_STEP = GRANULE[STANDARD]
+"""Bytes of peak (a standard granule, PLAN_FORMAT.md) by which a point that sends only a little less must rise to be
+kept: the walk of the old sweep stepped by 6 bytes, hundreds of points nobody can use."""
+
+
+def sweep(plan: Plan, options: OptimizeOptions | None = None, *, max_points: int = 8, min_step: float = MIN_STEP,
           on_point: Callable[[FrontPoint], None] | None = None, **option_values) -> Sweep:
-    """The peak / exchange front of `plan` under its budgets (`options.time_limit` per point; the objective
-    and best effort do not apply; `on_point` hears each point with its exact exchange). Raises BudgetConflict,
+    """The peak / exchange front of `plan` under its budgets, a handful of points that span it (at most `max_points`,
+    each sending at least `min_step` less than the one below it), all within `options.time_limit` (the objective and
+    best effort do not apply; `on_point` hears each point kept, with its exact exchange). Raises BudgetConflict,
     explained, when no layout meets the budgets."""
     started = time.perf_counter()
     plan, options = own_plan(plan, "sweep"), chosen_options(options, option_values, "sweep")
     if type(max_points) is not int or max_points < 1:
         raise TypeError(f"sweep: max_points must be a positive int, got {max_points!r}")
+    if isinstance(min_step, bool) or not isinstance(min_step, (int, float)) or not 0 <= min_step < 1:
+        raise TypeError(f"sweep: min_step must be a share from 0 to below 1, got {min_step!r}")
     prepared = prepare(plan, options)
     problem = prepared.problem
     settings = options.solver_settings()
-    walked, complete = pareto_front(problem, settings, max_points, first=first_point(problem, settings, options))
-    if not walked and complete:
-        deadline = time.perf_counter() + options.time_limit
-        raise BudgetConflict(explain_run(prepared, proven=True, deadline=deadline), prepared)
-    front = exact_front(prepared, walked, settings, on_point)
-    if front is None:  # --exact-exchange never, or auto above its cap: the walked front, by the proxy
-        front = walked
-        for point in walked if on_point is not None else ():
-            on_point(point)
+    deadline = Deadline.starting(options.time_limit, settings.deterministic, started)
+    settings = replace(settings, ends_at=deadline.ends_at)
+    path = ("peak", "exchange")
+    first = first_point(problem, replace(settings, time_limit=deadline.share("peak", path)), options)
+    alive = alive_within(problem, None)
+    if first is not None and max_points > 1 and exact_wanted(prepared.options.exact_exchange, alive)[0]:
+        seconds = deadline.share("exchange", path)
+        front, complete = spanned_front(prepared, first, alive, replace(settings, time_limit=seconds),
+                                        max_points, min_step)
+        walked = None
+    else:  # --exact-exchange never, auto above its cap, or one point: the proxy's walk, then its peaks priced
+        walked, complete = pareto_front(problem, settings, max_points, first=first)
+        if not walked and complete:
+            explained_by = time.perf_counter() + options.time_limit
+            raise BudgetConflict(explain_run(prepared, proven=True, deadline=explained_by), prepared)
+        front = exact_front(prepared, walked, settings) or walked
+    for point in front if on_point is not None else ():
+        on_point(point)
     exact = [point_exchange(prepared, point) for point in front]
     input_exchange = plan_exchange(plan, prepared.facts).total
-    input_model = input_exchange if front is not walked else problem.exchange_of(problem.input_choice)
+    proxy = front is walked
+    input_model = problem.exchange_of(problem.input_choice) if proxy else input_exchange
     return Sweep(options.scope.value, prepared.facts.estimate.raw_peak, input_exchange, input_model,
                  sweep_points(front, exact, input_exchange), complete, time.perf_counter() - started,
-                 problem.fingerprint(), prepared, model_exchange_exact=front is not walked)
+                 problem.fingerprint(), prepared, model_exchange_exact=not proxy)
+
+
+def spanned_front(prepared: Prepared, first: FrontPoint, alive: list, settings: SolverSettings, max_points: int,
+                  min_step: float) -> tuple[list[FrontPoint], bool]:
+    """The front by its two ends and caps between them, every pair priced once (`model.exact`) for the candidates
+    that can meet the budgets at any peak: the least exact exchange at the smallest peak (`first`'s), at any peak,
+    and at `max_points - 2` peaks spaced evenly between, each solved from the point below it (never worse) in an
+    equal part of `settings.time_limit`; the points that are significant (`significant`). And True: the front spans
+    its least-exchange end (each point's `proven` says whether its solve proved its exchange the least)."""
+    priced = exact_problem(prepared.facts, prepared.space, prepared.problem, alive)
+    low = _least_at(prepared, priced, first.peak, first, settings, max_points)
+    high = _least_at(prepared, priced, None, low, settings, max_points)
+    points = [low]
+    for cap in _caps(low.peak, high.peak, max_points - 2):
+        if cap > points[-1].peak:
+            points.append(_least_at(prepared, priced, cap, points[-1], settings, max_points))
+    points.append(high)
+    return significant(points, min_step), True
+
+
+def _least_at(prepared: Prepared, priced: ExactProblem, cap: int | None, below: FrontPoint, settings: SolverSettings,
+              count: int) -> FrontPoint:
+    """The least exact exchange with a peak of at most `cap` (None: any), from `below`'s choice (it meets the cap), in
+    a `count`th of the sweep's time."""
+    began = time.perf_counter()
+    exact, found = exact_at(prepared, cap, replace(settings, time_limit=settings.time_limit / count), priced=priced)
+    choice, proven = exact_choice(exact, below.choice, found)
+    problem = exact.problem
+    return FrontPoint(choice, problem.usage(choice).peak, exact.exchange_of(choice), problem.changed_of(choice),
+                      proven and (cap is None or below.proven), time.perf_counter() - began)
+
+
+def _caps(low: int, high: int, count: int) -> list[int]:
+    """`count` peaks spaced evenly strictly between `low` and `high`."""
+    step = (high - low) / (count + 1)
+    return sorted({round(low + step * k) for k in range(1, count + 1)} - {low, high}) if high > low + 1 else []
+
+
+def significant(points: list[FrontPoint], min_step: float, peak_step: int = PEAK_STEP) -> list[FrontPoint]:
+    """The points by peak, each kept when it sends less than the last one kept and either at least `min_step` (a
+    share) less or at a peak at least `peak_step` higher; of points at one peak, the one that sends least.
+
+    >>> p = lambda peak, sent: FrontPoint((), peak, sent, 0, True, 0.0)
+    >>> points = [p(10, 100), p(12, 99.5), p(12, 90), p(15, 89.5), p(40, 89.4), p(41, 80)]
+    >>> [(q.peak, q.exchange_bytes) for q in significant(points, 0.01, peak_step=20)]
+    [(10, 100), (12, 90), (40, 89.4), (41, 80)]
+    """
+    kept: list[FrontPoint] = []
+    for point in sorted(points, key=lambda q: (q.peak, q.exchange_bytes)):
+        if not kept:
+            kept.append(point)
+            continue
+        last = kept[-1]
+        less = point.exchange_bytes < last.exchange_bytes and point.peak > last.peak
+        much_less = point.exchange_bytes <= last.exchange_bytes * (1 - min_step)
+        if less and (much_less or point.peak - last.peak >= peak_step):
+            kept.append(point)
+    return kept
 
 
 def first_point(problem: Problem, settings: SolverSettings, options: OptimizeOptions) -> FrontPoint | None:
@@ -155,8 +234,7 @@ def first_point(problem: Problem, settings: SolverSettings, options: OptimizeOpt
 
 
 
-def exact_front(prepared: Prepared, walked: list[FrontPoint], settings: SolverSettings,
-                on_point: Callable[[FrontPoint], None] | None = None) -> list[FrontPoint] | None:
+def exact_front(prepared: Prepared, walked: list[FrontPoint], settings: SolverSettings) -> list[FrontPoint] | None:
     """At each peak of the walked front, the least exact exchange (from the walked point's choice, never worse); the
     points whose exact exchange no smaller peak already beats. None where the options leave the exact exchange out
     (`--exact-exchange never`, or `auto` with more than EXACT_AUTO_CANDIDATES candidates alive at the highest peak)."""
@@ -182,6 +260,4 @@ def exact_front(prepared: Prepared, walked: list[FrontPoint], settings: SolverSe
         while front and front[-1].peak >= best.peak:  # the walk repeats peaks, and an exact solve may land lower
             front.pop()
         front.append(best)
-        if on_point is not None:
-            on_point(best)
     return front

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from ipuplan import load_plan
 from ipuplan.cli import app
-from ipuplan.facts.plan_exchange import INNER, MOVER, REDUCTION, plan_exchange, replica_offsets, step_bytes
+from ipuplan.facts.plan_exchange import INNER, MOVER, OUTER, REDUCTION, plan_exchange, replica_offsets, step_bytes
 from ipuplan.facts.plan_facts import plan_facts
 from ipuplan.plan.debug_syntax import Atom
 from ipuplan.plan.layout import STANDARD, Axis, AxisTiling, Layout, parse_layout
@@ -156,39 +156,29 @@ def test_replicas_fill_the_gaps_strides_leave():
     assert int(_element_tiles((16, 8), layout).max()) == 1407
 
 
+def _view_sources(reverse: bool, reading: str):
+    """Where each result element of `_view(reverse)` (factor 4, [1, 3, 8] <-> [4, 3, 2]) reads from: head-major,
+    head h's column c is 2 h + c; read inner (the format does not say which part of the cut axis the factor is),
+    4 c + h."""
+    def sources_of(index):
+        if reverse:  # result (0, j, k)
+            h, c = (index[2] // 2, index[2] % 2) if reading == OUTER else (index[2] % 4, index[2] // 4)
+            return [(h, index[1], c)]
+        return [(0, index[1], 2 * index[0] + index[2] if reading == OUTER else 4 * index[2] + index[0])]
+
+    return sources_of
+
+
+@pytest.mark.parametrize("reading", [OUTER, INNER])
 @pytest.mark.parametrize("reverse", [False, True])
-def test_views_pair_head_major_elements(reverse):
-    rng = np.random.default_rng(7)
+def test_views_pair_the_elements_of_their_reading(reverse, reading):
+    rng = np.random.default_rng(7 if reading == OUTER else 11)
     whole, cut = (1, 3, 8), (4, 3, 2)
     source_shape, result_shape = (cut, whole) if reverse else (whole, cut)
-
-    def sources_of(index):
-        if reverse:  # result (0, j, k): source (k // 2, j, k % 2)
-            return [(index[2] // 2, index[1], index[2] % 2)]
-        return [(0, index[1], 2 * index[0] + index[2])]
-
     for _ in range(20):
         source, result = _random_layout(rng, source_shape), _random_layout(rng, result_shape, linear=rng.random() < 0.3)
-        expected = _brute_force(source_shape, source, result_shape, result, sources_of)
-        assert _fast(_view(reverse), source_shape, source, result_shape, result) == expected
-
-
-@pytest.mark.parametrize("reverse", [False, True])
-def test_the_inner_reading_pairs_factor_minor_elements(reverse):
-    """The format does not say which part of the cut axis the factor is: read inner, head h's column c is 4 c + h."""
-    rng = np.random.default_rng(11)
-    whole, cut = (1, 3, 8), (4, 3, 2)
-    source_shape, result_shape = (cut, whole) if reverse else (whole, cut)
-
-    def sources_of(index):
-        if reverse:  # result (0, j, k): source (k % 4, j, k // 4)
-            return [(index[2] % 4, index[1], index[2] // 4)]
-        return [(0, index[1], 4 * index[2] + index[0])]
-
-    for _ in range(20):
-        source, result = _random_layout(rng, source_shape), _random_layout(rng, result_shape, linear=rng.random() < 0.3)
-        expected = _brute_force(source_shape, source, result_shape, result, sources_of)
-        sent = step_bytes(parse_operation(_view(reverse)), source_shape, result_shape, 2, source, result, INNER)
+        expected = _brute_force(source_shape, source, result_shape, result, _view_sources(reverse, reading))
+        sent = step_bytes(parse_operation(_view(reverse)), source_shape, result_shape, 2, source, result, reading)
         assert sent == expected
 
 

@@ -148,11 +148,11 @@ class OptimizeResult:
     shortfall: tuple[Shortfall, ...] = ()
     """Where the returned plan exceeds its budgets (best effort, or an input returned unchanged)."""
     model_exchange_before: int = 0
-    """The optimiser's own exchange figure at the input's layouts: what `fit` and the tie-break minimise (each
-    candidate priced against the other side of a move at its input layout, reductions unpriced). Not the plan's
-    exchange: that is `exchange_before`."""
+    """The model's exchange figure at the input's layouts, what the choice was made by: where `exact` (the default,
+    `exchange_phase` ran) the plan's own exact exchange, equal to `exchange_before`; else the optimiser's proxy (each
+    candidate priced against the other side of a move at its input layout, reductions unpriced)."""
     model_exchange_after: int = 0
-    """The optimiser's own exchange figure at the returned plan's layouts (not the plan's: `exchange_after`)."""
+    """The same figure at the returned plan's layouts: where `exact`, equal to `exchange_after`; else the proxy's."""
     model_fingerprint: str = ""
     """sha256 of the integers the solver saw: equal fingerprints, equal models."""
     solution_fingerprint: str = ""

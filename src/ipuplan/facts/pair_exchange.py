@@ -308,11 +308,16 @@ def pair_bytes(operation: Operation, source_shape: tuple[int, ...], result_shape
     return distinct[np.ix_(source_index, result_index)]
 
 
+def placement_key(layout: Layout) -> tuple:
+    """What of a layout decides where its elements are: its axes, replicas and tile count, not its memory class nor
+    its order (layouts with one key send the same bytes on every step)."""
+    return layout.axes, layout.replicas, layout.tile_count
+
+
 def _placements(layouts: tuple[Layout, ...]) -> tuple[tuple[Layout, ...], np.ndarray]:
-    """The layouts that place differently (one per axes, replicas, tile count), and each layout's among them."""
+    """The layouts that place differently (one per `placement_key`), and each layout's among them."""
     first: dict[tuple, int] = {}
-    index = np.array([first.setdefault((layout.axes, layout.replicas, layout.tile_count), len(first))
-                      for layout in layouts], dtype=np.int64)
+    index = np.array([first.setdefault(placement_key(layout), len(first)) for layout in layouts], dtype=np.int64)
     kept: dict[int, Layout] = {}
     for layout, k in zip(layouts, index.tolist()):
         kept.setdefault(k, layout)

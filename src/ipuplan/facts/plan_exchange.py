@@ -132,7 +132,7 @@ def plan_exchange(plan: Plan, facts: WithFlow | None = None) -> PlanExchange:
     other: list[OtherReading] = []
     kinds: dict[str, str | None] = {}
     # by text: a large plan repeats a few dozen steps, and hashing their `Layout`s walks whole trees
-    sent_by_text: dict[tuple, int | str] = {}
+    sent_by_text: dict[tuple, tuple[int | str, int | str]] = {}
     for step in flow.steps:
         text = plan.steps[step.index].operation
         if text not in kinds:

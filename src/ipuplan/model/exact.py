@@ -126,9 +126,9 @@ def _alike(step: PricedStep, sides: tuple[Side, ...], source: bool) -> np.ndarra
 
 
 def _placed(side: Side) -> tuple:
-    """What of a side decides where its elements are (`pair_exchange`'s own key): not the class nor the order."""
+    """A side's shape and `pair_exchange.placement_key`."""
     shape, layout = side
-    return shape, layout.axes, layout.replicas, layout.tile_count
+    return shape, pair_exchange.placement_key(layout)
 
 
 def _blocks(sources: tuple[Side, ...], results: tuple[Side, ...], alive: np.ndarray) -> dict[tuple, list[int]]:

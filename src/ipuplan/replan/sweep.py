@@ -143,9 +143,8 @@ def sweep(plan: Plan, options: OptimizeOptions | None = None, *, max_points: int
     alive = alive_within(problem, None)
     if first is not None and max_points > 1 and exact_wanted(prepared.options.exact_exchange, alive)[0]:
         seconds = deadline.share("exchange", path)
-        front, complete = spanned_front(prepared, first, alive, replace(settings, time_limit=seconds),
-                                        max_points, min_step)
-        walked = None
+        front = spanned_front(prepared, first, alive, replace(settings, time_limit=seconds), max_points, min_step)
+        walked, complete = None, True  # its least-exchange end is one of the points it solves
     else:  # --exact-exchange never, auto above its cap, or one point: the proxy's walk, then its peaks priced
         walked, complete = pareto_front(problem, settings, max_points, first=first)
         if not walked and complete:
@@ -164,12 +163,12 @@ def sweep(plan: Plan, options: OptimizeOptions | None = None, *, max_points: int
 
 
 def spanned_front(prepared: Prepared, first: FrontPoint, alive: list, settings: SolverSettings, max_points: int,
-                  min_step: float) -> tuple[list[FrontPoint], bool]:
+                  min_step: float) -> list[FrontPoint]:
     """The front by its two ends and caps between them, every pair priced once (`model.exact`) for the candidates
     that can meet the budgets at any peak: the least exact exchange at the smallest peak (`first`'s), at any peak,
     and at `max_points - 2` peaks spaced evenly between, each solved from the point below it (never worse) in an
-    equal part of `settings.time_limit`; the points that are significant (`significant`). And True: the front spans
-    its least-exchange end (each point's `proven` says whether its solve proved its exchange the least)."""
+    equal part of `settings.time_limit`; the points that are significant (`significant`). Each point's `proven` says
+    whether its solve proved its exchange the least."""
     priced = exact_problem(prepared.facts, prepared.space, prepared.problem, alive)
     low = _least_at(prepared, priced, first.peak, first, settings, max_points)
     high = _least_at(prepared, priced, None, low, settings, max_points)
@@ -178,7 +177,7 @@ def spanned_front(prepared: Prepared, first: FrontPoint, alive: list, settings: 
         if cap > points[-1].peak:
             points.append(_least_at(prepared, priced, cap, points[-1], settings, max_points))
     points.append(high)
-    return significant(points, min_step), True
+    return significant(points, min_step)
 
 
 def _least_at(prepared: Prepared, priced: ExactProblem, cap: int | None, below: FrontPoint, settings: SolverSettings,

@@ -39,7 +39,6 @@ class Widening:
         return Widening(self.facts, space, problem_of(self.facts, space, self.live))
 
 
-
 def solve_space(start: Widening, settings: SolverSettings, backend: str | Backend = Backend.CPSAT,
                 progress: Progress | None = None) -> tuple[Widening, SolveResult]:
     """`solve` the problem, and when a cap left choices out of its candidates, over every one of them that may beat
@@ -120,7 +119,7 @@ def _solved_twice(start: Widening, settings: SolverSettings, backend: str | Back
     if first.status != SolveStatus.FEASIBLE and not unmet or not first.left_out:
         return start, first
     wider = start.widened(alive_left_out(problem, None if unmet else first.peak))
-    seconds = share if settings.deterministic else max(settings.time_limit - (time.perf_counter() - started), share)
+    seconds = settings.left_since(started, share)
     second = solve(wider.problem, replace(settings, time_limit=seconds, dump_model=None), backend, progress)
     return wider, second if unmet else _better(first, second)
 

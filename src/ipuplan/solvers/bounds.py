@@ -177,8 +177,7 @@ def _relaxed_solve(relaxed: Problem, result: SolveResult, settings: SolverSettin
                    started: float) -> SolveResult:
     """The relaxation solved by the same `solve`, from the solution found if any, in what the time limit leaves
     (at least its "relaxation" share)."""
-    share = part("relaxation", settings.time_limit)
-    seconds = share if settings.deterministic else max(settings.time_limit - (time.perf_counter() - started), share)
+    seconds = settings.left_since(started, part("relaxation", settings.time_limit))
     solved = result.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
     return solve(replace(relaxed, input_choice=result.choice) if solved else relaxed,
                  replace(settings, time_limit=seconds, dump_model=None, start=None), None)

@@ -22,7 +22,7 @@ from ipuplan.model.objective import OBJECTIVES, Objective, Term
 from ipuplan.model.problem import FORBIDDEN, Problem, StepRow
 from ipuplan.solvers.bounds import WindowBound, window_bound
 from ipuplan.solvers.construct import cheapest, construct, tie_bound, tie_value
-from ipuplan.solvers.deadline import DETERMINISTIC_WALL, part
+from ipuplan.solvers.deadline import part
 from ipuplan.solvers.lagrange import lagrangian, least_bytes
 from ipuplan.solvers.linear import LinearRows, PairColumns, RuleRows, linear_rows, pair_columns
 from ipuplan.solvers.lns import search
@@ -598,21 +598,16 @@ def _solve_from(problem: Problem, settings: SolverSettings, progress: Progress |
                        else None, excess=usage.worst_excess(problem.limits) if soft else (), **timing, **sizes)
 
 
-def solve_part(problem: Problem, seconds: float, seed: int, workers: int = 1,
-               deterministic: bool = False) -> tuple[bool, tuple[int, ...] | None, float]:
+def solve_part(problem: Problem, seconds: float, seed: int,
+               settings: SolverSettings | None = None) -> tuple[bool, tuple[int, ...] | None, float]:
     """A neighbourhood's problem (`lns.search`): its least exchange from its input choice, no dearer than that; (proven
-    optimal, the choice or None, the deterministic units it used). `deterministic`: one worker, `seconds` in units
-    (the wall limit a guard)."""
+    optimal, the choice or None, the deterministic units it used). `settings`: the run's (default one worker, no
+    deadline), its limits as every CP-SAT solve of the run has them (`_solver`: with one worker `seconds` are units)."""
     choices = build_model(problem)
     choices.hint(problem.input_choice)
     choices.model.add(choices.exchange <= problem.exchange_of(problem.input_choice))
     choices.model.minimize(choices.exchange)
-    solver = cp_model.CpSolver()
-    solver.parameters.num_workers = 1 if deterministic else workers
-    solver.parameters.random_seed = seed
-    if deterministic:
-        solver.parameters.max_deterministic_time = seconds
-    solver.parameters.max_time_in_seconds = seconds * (DETERMINISTIC_WALL if deterministic else 1.0)
+    solver = _solver(replace(settings or SolverSettings(workers=1), seed=seed, presolve=True), seconds)
     status = solver.solve(choices.model)
     return (status == cp_model.OPTIMAL, choices.chosen(solver) if status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
             else None, solver.response_proto.deterministic_time)
@@ -638,7 +633,7 @@ def _neighbourhoods(problem: Problem, settings: SolverSettings, progress: Progre
     # with one worker the neighbourhoods share the limit in deterministic units (reproducible), else the wall time left
     budget = settings.time_limit if settings.deterministic else settings.wall(settings.time_limit - elapsed)
     improved = search(problem, begun.choice, budget,
-                      partial(solve_part, workers=settings.workers, deterministic=settings.deterministic),
+                      partial(solve_part, settings=settings),
                       settings.seed, on_improved, started, deterministic=settings.deterministic)
     return replace(begun, choice=improved, constructed=True), settings, first if first is not None else min(
         heard, default=None)

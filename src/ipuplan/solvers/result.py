@@ -46,6 +46,11 @@ class SolverSettings:
     repaired from it rather than built again (a second construction took 1.4 s at 50k values). Only for that one
     problem: a solve of another (a window, a relaxation) is given settings without it."""
 
+    def left_since(self, started: float, at_least: float) -> float:
+        """The limit of a later solve of one run: what `time_limit` leaves since `started`, at least `at_least` (its
+        share); with one worker the share alone, so that its deterministic units do not hang on the clock."""
+        return at_least if self.deterministic else max(self.time_limit - (time.perf_counter() - started), at_least)
+
     def wall(self, seconds: float) -> float:
         """The wall limit of a solve of `seconds`: with one worker only a guard (`deadline.DETERMINISTIC_WALL` x its
         deterministic units, which bind first); else `seconds`, or what is left before `ends_at` when that is less

@@ -38,7 +38,8 @@ from tables import print_table
 from ipuplan import load_plan
 from ipuplan.facts import pair_exchange
 from ipuplan.facts.plan_exchange import plan_exchange, step_bytes
-from ipuplan.model.exact import PricedStep, exact_problem, priced_steps, step_costs
+from ipuplan.model.exact import exact_problem
+from ipuplan.model.exchange_cost import PricedStep, priced_steps, step_costs
 from ipuplan.model.problem import Problem, alive_within
 from ipuplan.replan.options import OptimizeOptions
 from ipuplan.replan.pipeline import Prepared, prepare

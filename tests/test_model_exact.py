@@ -12,7 +12,8 @@ import pytest
 from problems import TWO_STEPS, problem
 
 from ipuplan.facts.plan_exchange import plan_exchange
-from ipuplan.model.exact import exact_problem, priced_steps
+from ipuplan.model.exact import exact_problem
+from ipuplan.model.exchange_cost import priced_steps
 from ipuplan.model.problem import FORBIDDEN, StepRow, alive_within
 from ipuplan.plan.budgets import Budgets
 from ipuplan.replan.options import OptimizeOptions

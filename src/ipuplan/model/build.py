@@ -16,6 +16,7 @@ from operator import attrgetter
 import numpy as np
 
 from ipuplan.facts.plan_facts import PlanFacts
+from ipuplan.model.cost_terms import proxy_exchange
 from ipuplan.model.problem import Problem, StepRow, Terms
 from ipuplan.plan.format import gc_paused
 from ipuplan.plan.layout import STANDARD
@@ -26,7 +27,7 @@ Term = tuple[int, np.ndarray, np.ndarray]
 
 _id, _bytes, _memory_class = attrgetter("id"), attrgetter("bytes"), attrgetter("memory_class")
 _candidates, _members, _scratch = attrgetter("candidates"), attrgetter("members"), attrgetter("row_scratch")
-_layouts, _value_bytes, _exchange = attrgetter("layouts"), attrgetter("value_bytes"), attrgetter("exchange_bytes")
+_layouts, _value_bytes = attrgetter("layouts"), attrgetter("value_bytes")
 
 
 def problem_of(facts: PlanFacts, space: CandidateSpace, live: LiveSets | None = None) -> Problem:
@@ -39,7 +40,7 @@ def problem_of(facts: PlanFacts, space: CandidateSpace, live: LiveSets | None = 
             input_choice=tuple(g.input_index for g in space.free),
             group_sizes=tuple(len(g.members) for g in space.free),
             rows=tuple(rows),
-            exchange=tuple(tuple(map(_exchange, g.candidates)) for g in space.free),
+            exchange=proxy_exchange(space),
             limits=facts.budgets.limits,
             steps_total=len(facts.plan.steps),
             left_out=tuple(left_out) if any(left_out) else (),

@@ -1,0 +1,178 @@
+"""The cost term of the plan's exchange (docs/EXCHANGE.md). Its proxy is each candidate's own estimate
+(`Candidate.exchange_bytes`, `facts.exchange_proxy`); its exact price is every step `plan_exchange` prices, for every
+pair of its two sides' candidate layouts (`facts.pair_exchange.pair_bytes`), and the copies scope `program` inserts.
+
+A step between two free groups is a cost per pair of their candidates; within one group, or with one side frozen, a
+cost of that group's candidates; between two frozen values, a constant. Pricing every pair costs seconds on the
+reference plan (`benchmarks/pair_pricing.py`), so only the candidates `alive` are priced.
+
+An `AxisFactorView` step is priced read both ways (`plan_exchange.OUTER`, `INNER`: the format does not say which the
+compiler means): a pair of layouts whose readings send different bytes is forbidden, unless both sides place as the
+input plan does (the compiler's own pair), so that the figure reported holds whichever reading the compiler uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ipuplan.facts import pair_exchange
+from ipuplan.facts.plan_exchange import INNER, OUTER, priced_kind
+from ipuplan.facts.plan_facts import PlanFacts
+from ipuplan.model.costs import CostTerm, Pricing
+from ipuplan.plan.operation import Operation
+from ipuplan.space.levels import gather
+from ipuplan.space.types import Candidate, CandidateSpace
+
+Side = tuple[tuple[int, ...], object]
+"""(shape, layout) of one candidate of a step's source or result."""
+
+
+@dataclass(frozen=True)
+class PricedStep:
+    """A step the plan's exchange prices, with each side's group (None: frozen) and (shape, layout) per candidate."""
+
+    step: int
+    operation: Operation
+    source_group: int | None
+    result_group: int | None
+    sources: tuple[Side, ...]
+    results: tuple[Side, ...]
+    element_size: int
+    written: tuple[Side, Side]
+    """The (source, result) as the input plan writes them."""
+
+    @property
+    def kind(self) -> str:
+        a, b = self.source_group, self.result_group
+        return "frozen" if a is None and b is None else "one free" if a is None or b is None else (
+            "one group" if a == b else "two groups")
+
+
+def priced_steps(facts: PlanFacts, space: CandidateSpace) -> list[PricedStep]:
+    """The movers and reductions that read one value and write one (the steps `plan_exchange` prices), with their
+    sides as the space lays them out."""
+    plan = facts.plan
+    where = {m: (g, position) for g, group in enumerate(space.free) for position, m in enumerate(group.members)}
+
+    def written(value_id: int) -> Side:
+        value = plan.values[value_id]
+        return tuple(value.shape), value.parsed_layout
+
+    def sides(value_id: int) -> tuple[int | None, tuple[Side, ...]]:
+        value = plan.values[value_id]
+        if value_id not in where:
+            return None, (written(value_id),)
+        g, position = where[value_id]
+        return g, tuple((tuple(c.shapes[position]) if c.shapes else tuple(value.shape), c.layouts[position])
+                        for c in space.free[g].candidates)
+
+    found = []
+    for step in facts.flow.steps:
+        operation = plan.steps[step.index].parsed_operation
+        if priced_kind(operation) is None or len(step.reads) != 1 or len(step.writes) != 1:
+            continue
+        (a, sources), (b, results) = sides(step.reads[0]), sides(step.writes[0])
+        found.append(PricedStep(step.index, operation, a, b, sources, results, plan.values[step.reads[0]].element_size,
+                                (written(step.reads[0]), written(step.writes[0]))))
+    return found
+
+
+def step_costs(step: PricedStep, source_alive: np.ndarray, result_alive: np.ndarray,
+               reading: str = OUTER) -> np.ndarray:
+    """The step's bytes per (source candidate, result candidate), or per candidate of its one group (a vector); only
+    the `alive` candidates of each side are priced, the others' entries are 0."""
+    if step.kind == "one group":
+        costs = np.zeros(len(step.sources), dtype=np.int64)
+        for (source_shape, result_shape), chosen in _blocks(step.sources, step.results, source_alive).items():
+            found = pair_exchange.pair_bytes(step.operation, source_shape, result_shape, step.element_size,
+                                             tuple(step.sources[c][1] for c in chosen),
+                                             tuple(step.results[c][1] for c in chosen), reading)
+            costs[chosen] = np.diagonal(found)
+        return costs
+    costs = np.zeros((len(step.sources), len(step.results)), dtype=np.int64)
+    for source_shape, rows in _by_shape(step.sources, source_alive).items():
+        for result_shape, columns in _by_shape(step.results, result_alive).items():
+            costs[np.ix_(rows, columns)] = pair_exchange.pair_bytes(
+                step.operation, source_shape, result_shape, step.element_size,
+                tuple(step.sources[i][1] for i in rows), tuple(step.results[j][1] for j in columns), reading)
+    return costs
+
+
+def readings_differ(step: PricedStep, source_alive: np.ndarray, result_alive: np.ndarray,
+                    costs: np.ndarray) -> np.ndarray:
+    """Where (shaped as `step_costs`, which are `costs`) a view step's `INNER` reading sends other bytes than its
+    `OUTER` one and the pair is not the input's own placement; all False for a step without a view."""
+    if not step.operation.has_view:
+        return np.zeros(costs.shape, dtype=bool)
+    # a side that reads alike pairs alike with any other: only the rest is priced again, read INNER
+    source_alive = source_alive & ~_alike(step, step.sources, True)
+    result_alive = result_alive & ~_alike(step, step.results, False)
+    if step.kind == "one group":
+        source_alive = result_alive = source_alive & result_alive
+    inner = step_costs(step, source_alive, result_alive, INNER)
+    both = (source_alive if step.kind == "one group" else source_alive[:, None] & result_alive[None, :])
+    differ = both & (inner != costs)
+    source_written, result_written = (_placed(side) for side in step.written)
+    as_written = (np.array([_placed(s) == source_written for s in step.sources])[:, None]
+                  & np.array([_placed(r) == result_written for r in step.results])[None, :])
+    return differ & ~(np.diagonal(as_written) if step.kind == "one group" else as_written)
+
+
+def _alike(step: PricedStep, sides: tuple[Side, ...], source: bool) -> np.ndarray:
+    return np.array([pair_exchange.reads_alike(step.operation, shape, layout, source) for shape, layout in sides])
+
+
+def _placed(side: Side) -> tuple:
+    """A side's shape and `pair_exchange.placement_key`."""
+    shape, layout = side
+    return shape, pair_exchange.placement_key(layout)
+
+
+def _blocks(sources: tuple[Side, ...], results: tuple[Side, ...], alive: np.ndarray) -> dict[tuple, list[int]]:
+    """The alive candidates of one group by their (source shape, result shape)."""
+    blocks: dict[tuple, list[int]] = {}
+    for c in np.flatnonzero(alive).tolist():
+        blocks.setdefault((sources[c][0], results[c][0]), []).append(c)
+    return blocks
+
+
+def _by_shape(sides: tuple[Side, ...], alive: np.ndarray) -> dict[tuple[int, ...], list[int]]:
+    """The alive sides' indices by shape, in their order."""
+    found: dict[tuple[int, ...], list[int]] = {}
+    for k in np.flatnonzero(alive).tolist():
+        found.setdefault(sides[k][0], []).append(k)
+    return found
+
+
+def gathered_exchange(candidates: tuple[Candidate, ...]) -> np.ndarray:
+    """Per candidate, the bytes its inserted `Copy` steps send (scope `program`): steps the input plan does not
+    have, so `priced_steps` cannot find them."""
+    return np.fromiter((sum(g.exchange_bytes for g in c.gathers) for c in candidates), dtype=np.int64,
+                       count=len(candidates))
+
+
+def proxy_costs(space: CandidateSpace) -> list[np.ndarray]:
+    """Per free group, each candidate's own estimate of the bytes it sends."""
+    return [np.fromiter((c.exchange_bytes for c in group.candidates), dtype=np.int64, count=len(group.candidates))
+            for group in space.free]
+
+
+def exact_costs(facts: PlanFacts, space: CandidateSpace, alive: list[np.ndarray], pricing: Pricing) -> None:
+    """Every priced step's bytes per pair of the `alive` candidates (a view pair whose readings differ forbidden in
+    `strict`), and the bytes of the copies scope `program` inserts."""
+    everywhere = np.ones(1, dtype=bool)
+    for step in priced_steps(facts, space):
+        a, b = step.source_group, step.result_group
+        source_alive, result_alive = everywhere if a is None else alive[a], everywhere if b is None else alive[b]
+        cost = step_costs(step, source_alive, result_alive)
+        # both sides frozen: as the input writes them, whose readings are the compiler's own
+        differ = None if step.kind == "frozen" else readings_differ(step, source_alive, result_alive, cost)
+        pricing.add(a, b, cost, differ)
+    for g, group in enumerate(space.free):
+        if group.kind == gather.KIND:
+            pricing.add(g, None, gathered_exchange(group.candidates))
+
+
+TERM = CostTerm("exchange", proxy_costs, exact_costs)

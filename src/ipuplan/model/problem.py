@@ -437,27 +437,83 @@ def _with_virtual(row: StepRow, left_out: Terms, alive: dict[int, np.ndarray], v
 
 def alive_left_out(problem: Problem, peak: int | None) -> dict[int, np.ndarray]:
     """Per group with left-out choices, which of them may still be part of a choice with a peak below `peak` (None:
-    any peak) that meets the budgets. A choice is dropped when some row it is live at would, with every other group
-    at its least there, reach `peak` or break a budget; the least of a group counts its kept candidates and its
-    choices still alive, so each drop may tighten the others, and the pass is repeated until nothing more drops (all
-    rows at once: dropping is monotone, so the order of the drops does not change where it ends)."""
-    rules = [(limit.standard, limit.interleaved, limit.bytes) for limit in problem.limits]
-    if peak is not None:
-        rules.append((1, 1, peak - 1))
+    any peak) that meets the budgets (`_stable_alive`: a left-out choice's slot is its group at one row, where the
+    least of the group counts its kept candidates, which never drop, and its choices still alive)."""
     flat = _LeftOut(problem)
     alive = np.ones(flat.choices, dtype=bool)
-    weighted = [(flat.weighted_rows(problem, a, b), cap) for a, b, cap in rules]
-    changed = bool(rules)
-    while changed:
-        changed = False
-        for rows, cap in weighted:
-            changed |= flat.dropped(rows, alive, cap)
+    rules = [(*flat.weighted_rows(problem, a, b), cap) for a, b, cap in _rules(problem, peak, strictly_below=True)]
+    _stable_alive(flat.slots, rules, alive)
     return {g: alive[flat.offsets[g]:flat.offsets[g] + flat.sizes[g]] for g in flat.groups}
+
+
+def _rules(problem: Problem, peak: int | None, strictly_below: bool = False) -> list[tuple[int, int, int]]:
+    """Each budget as (standard weight, interleaved weight, most bytes), and the peak's cap when there is one."""
+    rules = [(limit.standard, limit.interleaved, limit.bytes) for limit in problem.limits]
+    if peak is not None:
+        rules.append((1, 1, peak - 1 if strictly_below else peak))
+    return rules
+
+
+@dataclass(frozen=True)
+class _Slots:
+    """Choices that may drop, by slot (what one group holds at some rows): each slot's entries end to end, each
+    entry a choice (an index into the alive mask); and each occurrence of a slot at a row."""
+
+    start: np.ndarray
+    lengths: np.ndarray
+    choice: np.ndarray
+    """Per entry, its choice."""
+    row: np.ndarray
+    slot: np.ndarray
+    """Per occurrence, its row and its slot."""
+    rows: int
+
+
+_NONE = np.iinfo(np.int64).max
+
+
+def _stable_alive(slots: _Slots, rules: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]],
+                  alive: np.ndarray) -> None:
+    """The one rule both `alive_within` and `alive_left_out` drop by: under each rule (per row, bytes no slot holds;
+    per slot, a least its choices cannot go below, `_NONE` for none; per entry, its bytes; the cap), a choice drops
+    when some row its slot occurs at, with every other slot there at its least still alive, would pass the cap.
+    Repeated, every row at once, until nothing more drops (dropping is monotone: the order of the drops does not
+    change where it ends). A relaxation: every choice of a choice meeting the rules stays."""
+    dropped = True
+    while dropped:
+        dropped = False
+        for base, fixed, entry_bytes, cap in rules:
+            over = _over(slots, base, fixed, entry_bytes, cap, alive)
+            if over.any():
+                alive[slots.choice[over]] = False
+                dropped = True
+
+
+def _over(slots: _Slots, base: np.ndarray, fixed: np.ndarray, entry_bytes: np.ndarray, cap: int,
+          alive: np.ndarray) -> np.ndarray:
+    """Per entry, whether it is alive and its slot's fullest row, the others at their least alive, passes `cap` with
+    it (a slot whose entries all dropped counts at its least of all: the rows stay a relaxation)."""
+    live = alive[slots.choice]
+    least = np.minimum(fixed, _segment_least(np.where(live, entry_bytes, _NONE), slots))
+    least = np.where(least == _NONE, _segment_least(entry_bytes, slots), least)
+    floor = base + np.bincount(slots.row, weights=least[slots.slot], minlength=slots.rows).astype(np.int64)
+    worst = np.full(len(slots.start), np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(worst, slots.slot, floor[slots.row])
+    return live & (np.repeat(worst - least, slots.lengths) + entry_bytes > cap)
+
+
+def _segment_least(entry_bytes: np.ndarray, slots: _Slots) -> np.ndarray:
+    """Per slot, the least of its entries (`_NONE` for a slot without entries)."""
+    least = np.full(len(slots.start), _NONE, dtype=np.int64)
+    filled = slots.lengths > 0
+    if filled.any():
+        least[filled] = np.minimum.reduceat(entry_bytes, slots.start[filled])
+    return least
 
 
 class _LeftOut:
     """Every row's left-out terms laid flat: per occurrence (row order) its row, group and its choices' place among
-    all groups' left-out choices end to end."""
+    all groups' left-out choices end to end; each occurrence one slot (`_Slots`) at its one row."""
 
     def __init__(self, problem: Problem) -> None:
         occurrences = [(r, term) for r, terms in enumerate(problem.left_out) for term in terms]
@@ -470,9 +526,10 @@ class _LeftOut:
         self.offsets = dict(zip(self.groups, np.cumsum([0, *(self.sizes[g] for g in self.groups)]).tolist()))
         self.choices = sum(self.sizes.values())
         lengths = np.array([len(term[1]) for _, term in occurrences], dtype=np.int64)
-        self.lengths, self.starts = lengths, np.cumsum(lengths) - lengths
-        self.at = np.repeat(np.array([self.offsets[g] for g in self.group.tolist()], dtype=np.int64), lengths) + (
-            np.arange(int(lengths.sum())) - np.repeat(self.starts, lengths))
+        starts = np.cumsum(lengths) - lengths
+        at = np.repeat(np.array([self.offsets[g] for g in self.group.tolist()], dtype=np.int64), lengths) + (
+            np.arange(int(lengths.sum())) - np.repeat(starts, lengths))
+        self.slots = _Slots(starts, lengths, at, self.row, np.arange(len(self.row)), len(problem.rows))
         self.terms = [term for _, term in occurrences]
 
     def weighted_rows(self, problem: Problem, a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -497,26 +554,6 @@ class _LeftOut:
         choices = np.concatenate([a * s + b * i for g, s, i in self.terms]) if self.terms else np.zeros(0, np.int64)
         return base, own, choices.astype(np.int64)
 
-    def dropped(self, rows: tuple[np.ndarray, np.ndarray, np.ndarray], alive: np.ndarray, cap: int) -> bool:
-        """One pass of `alive_left_out` under one rule (`weighted_rows`, `<= cap`), every row at once: whether any
-        choice dropped."""
-        base, own, choices = rows
-        if not len(choices):
-            return False
-        live = alive[self.at]
-        least_alive = np.full(len(self.row), np.iinfo(np.int64).max, dtype=np.int64)
-        filled = self.lengths > 0
-        least_alive[filled] = np.minimum.reduceat(np.where(live, choices, np.iinfo(np.int64).max),
-                                                  self.starts[filled])
-        least = np.minimum(own, least_alive)
-        floor = base + np.bincount(self.row, weights=least, minlength=len(base)).astype(np.int64)
-        others = np.repeat(floor[self.row] - least, self.lengths)
-        over = live & (others + choices > cap)
-        if not over.any():
-            return False
-        alive[self.at[over]] = False
-        return True
-
 
 def solution_fingerprint(choice: tuple[int, ...]) -> str:
     """sha256 of the chosen candidate per free group: two runs with equal fingerprints chose the same layouts."""
@@ -525,40 +562,17 @@ def solution_fingerprint(choice: tuple[int, ...]) -> str:
 
 def alive_within(problem: Problem, peak: int | None = None) -> list[np.ndarray]:
     """Per group, the candidates that may be part of a choice meeting the budgets with a peak of at most `peak` (None:
-    any peak): a candidate is dropped when some row it is live at, with every other group at its least still alive
-    there, would break a budget or pass `peak`, until nothing more drops. A relaxation: every candidate of every such
-    choice stays."""
+    any peak), by `_stable_alive`: a slot is a distinct term of the table (a group's bytes per candidate at the rows
+    it occurs at). A relaxation: every candidate of every such choice stays."""
     table = problem.table
-    rules = [(limit.standard, limit.interleaved, limit.bytes) for limit in problem.limits]
-    if peak is not None:
-        rules.append((1, 1, peak))
     offsets = np.cumsum([0, *problem.candidate_counts])
     alive = np.ones(offsets[-1], dtype=bool)  # every group's candidates end to end
+    rules = _rules(problem, peak)
     if table.terms and rules:
         owner = np.repeat(np.arange(table.terms), table.counts)
         entry = offsets[table.group[owner]] + np.arange(len(owner)) - table.start[owner]  # each entry's candidate
-        weighted = [(a * table.standard + b * table.interleaved, a * table.constant_standard
-                     + b * table.constant_interleaved, cap) for a, b, cap in rules]
-        dropped = True
-        while dropped:
-            dropped = False
-            for bytes_of, constant, cap in weighted:
-                fits = _fits(table, owner, np.where(alive[entry], bytes_of, np.iinfo(np.int64).max), bytes_of,
-                             constant, cap)
-                newly = alive[entry] & ~fits
-                if newly.any():
-                    alive[entry[newly]] = False
-                    dropped = True
+        slots = _Slots(table.start, table.counts, entry, table.row, table.term, table.rows)
+        none = np.full(table.terms, _NONE, dtype=np.int64)
+        _stable_alive(slots, [(a * table.constant_standard + b * table.constant_interleaved, none,
+                               a * table.standard + b * table.interleaved, cap) for a, b, cap in rules], alive)
     return [alive[offsets[g]:offsets[g + 1]] for g in range(problem.groups)]
-
-
-def _fits(table: TermTable, owner: np.ndarray, alive_bytes: np.ndarray, bytes_of: np.ndarray, constant: np.ndarray,
-          cap: int) -> np.ndarray:
-    """Per entry of the table, whether its candidate keeps every row of its term within `cap` with every other term
-    at its least alive candidate there (`alive_bytes`: the dropped ones at int64's end)."""
-    least = np.minimum.reduceat(alive_bytes, table.start)
-    least = np.where(least == np.iinfo(np.int64).max, np.minimum.reduceat(bytes_of, table.start), least)
-    floor = constant + table.row_sums(least[table.term])
-    worst = np.full(table.terms, np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(worst, table.term, floor[table.row])  # per distinct term, its fullest row
-    return worst[owner] - least[owner] + bytes_of <= cap

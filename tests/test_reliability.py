@@ -116,17 +116,17 @@ def test_a_write_stopped_by_the_file_size_limit_names_the_file_and_leaves_nothin
 
 def test_a_failed_write_after_another_names_both(plan, monkeypatch):
     """The outputs written before a failed one are whole, and the error line says they were written."""
-    from ipuplan import cli
+    from ipuplan.cli import common
     from ipuplan.errors import OutputError
 
-    real = cli.write_atomically
+    real = common.write_atomically
 
     def full_at_the_report(path, content):
         if Path(path).suffix == ".html":
             raise OutputError(path, "No space left on device")
         real(path, content)
 
-    monkeypatch.setattr(cli, "write_atomically", full_at_the_report)
+    monkeypatch.setattr(common, "write_atomically", full_at_the_report)
     report, out = plan.parent / "r.html", plan.parent / "o.json"
     code, _, stderr = run("optimize", str(plan), "-o", str(out), "--report", str(report), "--workers", "1")
     assert code == 2 and error_line(stderr) == (f"error: {report}: cannot write: No space left on device (nothing "
@@ -330,15 +330,15 @@ def test_an_interrupt_while_typer_parses_the_arguments_is_one_line(monkeypatch):
 
 def test_an_interrupt_after_a_write_names_what_was_written(tmp_path, monkeypatch):
     """Item 7: synth said 'interrupted: nothing written' (130) while its complete output existed."""
-    from ipuplan import cli
+    from ipuplan.cli import workbench_commands
 
-    real = cli.write_output
+    real = workbench_commands.write_output
 
     def written_then_interrupted(path, content):
         real(path, content)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "write_output", written_then_interrupted)
+    monkeypatch.setattr(workbench_commands, "write_output", written_then_interrupted)
     out = tmp_path / "s.json"
     code, _, stderr = run("synth", str(REFERENCE), "-o", str(out), "--unroll", "2")
     assert code == 130 and error_line(stderr) == f"interrupted: wrote {out} before; nothing half-written is left"
@@ -347,9 +347,9 @@ def test_an_interrupt_after_a_write_names_what_was_written(tmp_path, monkeypatch
 
 def test_a_long_phase_is_never_silent_for_long(tmp_path, monkeypatch):
     """Progress at least every TICK seconds on long phases (here TICK is made short, and the solve is long enough)."""
-    from ipuplan import cli
+    from ipuplan.cli import common
 
-    monkeypatch.setattr(cli, "TICK", 0.05)
+    monkeypatch.setattr(common, "TICK", 0.05)
     code, _, stderr = run("optimize", str(REFERENCE), "-o", str(tmp_path / "o.json"), "--workers", "1")
     assert code == 0 and "still running" in stderr
 

@@ -7,7 +7,17 @@ import time
 
 import pytest
 
-from ipuplan.solvers.deadline import DETERMINISTIC_WALL, FLOOR, RUN_SHARES, SHARES, Deadline, part
+from ipuplan.replan.options import OptimizeOptions
+from ipuplan.replan.pipeline import past_the_limit, prepare
+from ipuplan.replan.size import MANDATORY_SECONDS, MANDATORY_SECONDS_PER_LIVE, TAIL_SECONDS_PER_LIVE, run_size
+from ipuplan.solvers.deadline import (
+    DETERMINISTIC_WALL,
+    FLOOR,
+    RUN_SHARES,
+    SHARES,
+    Deadline,
+    part,
+)
 from ipuplan.solvers.result import SolverSettings
 
 PATHS = [("peak",), ("peak", "exchange"), ("peak", "explain"), ("peak", "explain", "best effort")]
@@ -52,3 +62,31 @@ def test_parts_are_shares_of_one_table():
     assert all(0 < share < 1 for share in SHARES.values())
     with pytest.raises(KeyError):
         part("no such part", 1.0)
+
+
+def test_the_rewrite_and_the_write_are_set_aside_at_the_end(reference_plan):
+    reserve = run_size(reference_plan, OptimizeOptions()).tail_seconds
+    assert reserve == pytest.approx(TAIL_SECONDS_PER_LIVE * sum(len(step.live) for step in reference_plan.steps))
+    began = time.perf_counter() - 2.0  # a run prepared in 2 s
+    deadline = Deadline.starting(10.0, False, began, reserve=reserve)
+    assert deadline.ends_at == pytest.approx(began + 10.0 - reserve)
+    assert deadline.share("peak", ("peak",)) == pytest.approx(8.0 - reserve, abs=0.01)
+    # with one worker the phases' units are shares of the whole limit, whatever is set aside
+    units = Deadline.starting(10.0, True, began, reserve=reserve)
+    assert units.share("peak", ("peak", "exchange")) == pytest.approx(6.0)
+
+
+def test_a_run_whose_mandatory_work_passes_its_limit_says_so_once_before_that_work(reference_plan):
+    size = run_size(reference_plan, OptimizeOptions())
+    assert size.mandatory_seconds == pytest.approx(MANDATORY_SECONDS + MANDATORY_SECONDS_PER_LIVE * size.live)
+    heard: list[tuple[str, str]] = []
+    limit = size.mandatory_seconds / 2
+    prepare(reference_plan, OptimizeOptions(time_limit=limit), lambda name, detail: heard.append((name, detail)))
+    names = [name for name, _ in heard]
+    assert names[:2] == ["deadline", "analyse"] and names.count("deadline") == 1
+    assert heard[0][1] == past_the_limit(size.mandatory_seconds, limit)
+    assert f"about {size.mandatory_seconds:.1f} s" in heard[0][1] and f"--time-limit {limit:g} s" in heard[0][1]
+    heard.clear()
+    prepare(reference_plan, OptimizeOptions(time_limit=size.mandatory_seconds * 2),
+            lambda name, detail: heard.append((name, detail)))
+    assert "deadline" not in [name for name, _ in heard]

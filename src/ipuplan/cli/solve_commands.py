@@ -121,7 +121,8 @@ def _optimize(plan_path: Path, options: OptimizeOptions, progress: Progress, cap
 
     try:
         return optimizer.optimize(plan, options, progress=None if progress.quiet else progress.solver,
-                                  on_phase=progress.phase, dump_model=None if capture is None else str(capture.path))
+                                  on_phase=progress.phase, dump_model=None if capture is None else str(capture.path),
+                                  started=progress.started)
     except PlanError as error:
         raise error.at(source=str(plan_path)) from None
 

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cached_property
+from math import ceil
 
 from ipuplan.errors import InfeasibleBudget, PlanError
 from ipuplan.facts.check import ValueChange, check, value_changes
@@ -30,7 +31,7 @@ from ipuplan.replan.gathers import InsertedGather, inserted_gathers
 from ipuplan.replan.options import EXACT_AUTO_CANDIDATES, BadOption, ExactExchange, OptimizeOptions
 from ipuplan.replan.pins import Pins, resolve_pins
 from ipuplan.replan.rewrite import rewrite, with_budgets, with_derived_fields
-from ipuplan.replan.size import limit_in_words, require_run_fits
+from ipuplan.replan.size import RunSize, limit_in_words, require_run_fits
 from ipuplan.replan.widen import Widening, solve_space
 from ipuplan.solvers import Progress, SolveResult, SolverSettings, SolveStatus, solve, solve_soft
 from ipuplan.solvers.deadline import Deadline
@@ -53,6 +54,8 @@ class Prepared:
     problem: Problem
     live: LiveSets | None = None
     """The space's live sets, for a widening of the space (`replan.widen.Widening`); let go after the solve."""
+    size: RunSize | None = None
+    """The run's size, its memory and its mandatory seconds estimated (`replan.size`)."""
 
 
 def _silent(name: str, detail: str) -> None:
@@ -64,6 +67,8 @@ def prepare(plan: Plan, options: OptimizeOptions, on_phase: Phase = _silent) -> 
     layouts, families or scratch break the format's rules, or pins that name nothing, or a run whose estimated memory
     passes `options.memory_limit` (`RunTooLarge`, told before any heavy stage)."""
     size = require_run_fits(plan, options)
+    if size.mandatory_seconds > options.time_limit:
+        on_phase("deadline", past_the_limit(size.mandatory_seconds, options.time_limit))
     on_phase("analyse", f"{size.values:,} values, {size.steps:,} steps, memory up to about "
                         f"{size_in_words(size.bytes)} (limit {limit_in_words(options.memory_limit)})")
     facts = plan_facts(plan, options.budgets_for(plan))
@@ -71,7 +76,15 @@ def prepare(plan: Plan, options: OptimizeOptions, on_phase: Phase = _silent) -> 
     pins, space = prepared_space(facts, options, on_phase)
     on_phase("problem", f"{len(space.free):,} free groups, {sum(len(g.candidates) for g in space.free):,} candidates")
     live = live_sets(facts, space)
-    return Prepared(options, facts, pins, space, problem_of(facts, space, live), live)
+    return Prepared(options, facts, pins, space, problem_of(facts, space, live), live, size)
+
+
+def past_the_limit(mandatory: float, limit: float) -> str:
+    """What a run whose mandatory work alone passes its time limit says, once, before that work."""
+    return (f"the work every run does on a plan this size (load, analyse, a constructive plan, rewrite, write) "
+            f"takes about {mandatory:.1f} s on a 2-core machine, more than --time-limit {limit:g} s: the run ends "
+            f"after it, its solve cut to what is left (the constructive plan at least); --time-limit "
+            f"{ceil(mandatory + limit):g} leaves it about {limit:g} s")
 
 
 def prepared_space(facts: PlanFacts, options: OptimizeOptions,
@@ -315,6 +328,7 @@ def optimize(
     progress: Progress | None = None,
     on_phase: Phase | None = None,
     dump_model: str | None = None,
+    started: float | None = None,
     **option_values,
 ) -> OptimizeResult:
     """Re-plan the free layouts of `plan`: the smallest peak, or with `objective="fit"` the least exchange
@@ -323,6 +337,8 @@ def optimize(
     `options` (or keyword values of its fields) choose scope, objective, solver, limits, budgets and pins;
     `progress` hears every improving solution, `on_phase` each stage as it starts (name, detail).
     Budgets default to the plan's own; overridden budgets are written into the result.
+    `time_limit` counts from `started` (`time.perf_counter()`: a caller that did part of the run itself, as the CLI
+    loads the plan; default this call), the rewrite's time set aside at its end.
     The result is never worse than the input: when the solver finds nothing better, the
     input comes back unchanged (its derived fields recomputed) and `note` says so.
     When no layout meets the budgets, raises `BudgetConflict` (an InfeasibleBudget) with the
@@ -333,7 +349,7 @@ def optimize(
     >>> result.before.raw_peak, result.after.raw_peak, result.status.value
     (367216, 136712, 'optimal')
     """
-    started = time.perf_counter()
+    started = time.perf_counter() if started is None else started
     plan, options = own_plan(plan, "optimize"), chosen_options(options, option_values, "optimize")
     for name, hook in (("progress", progress), ("on_phase", on_phase)):
         if hook is not None and not callable(hook):
@@ -354,7 +370,8 @@ def solve_prepared(prepared: Prepared, progress: Progress | None = None, on_phas
     With one worker each phase's limit is its share of CP-SAT's deterministic units, the same on every machine, so
     that the bytes written do not hang on its speed; no solve runs past the deadline."""
     settings = prepared.options.solver_settings(dump_model)
-    deadline = Deadline.starting(prepared.options.time_limit, settings.deterministic, started)
+    deadline = Deadline.starting(prepared.options.time_limit, settings.deterministic, started,
+                                 reserve=prepared.size.tail_seconds if prepared.size else 0.0)
     settings = replace(settings, ends_at=deadline.ends_at)
     path = run_path(prepared)
     peak = peak_phase(prepared, settings, deadline, path, progress, on_phase)

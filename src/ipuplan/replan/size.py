@@ -107,9 +107,33 @@ class RunSize:
     """The part of `bytes` for pricing the exact exchange (none with `--exact-exchange never`)."""
 
     @property
+    def mandatory_seconds(self) -> float:
+        """About how long the work every run does takes (MANDATORY_SECONDS_PER_LIVE)."""
+        return MANDATORY_SECONDS + MANDATORY_SECONDS_PER_LIVE * self.live
+
+    @property
+    def tail_seconds(self) -> float:
+        """About how long the rewrite, its re-check and the write take (TAIL_SECONDS_PER_LIVE)."""
+        return TAIL_SECONDS_PER_LIVE * self.live
+
+    @property
     def counts(self) -> str:
         tiles = f", {self.tiles:,} tiles" if self.tiles > CHIP_TILES else ""
         return f"{self.values:,} values, {self.steps:,} steps, {self.live:,} live entries{tiles}"
+
+
+MANDATORY_SECONDS = 1.5
+MANDATORY_SECONDS_PER_LIVE = 9.2e-6
+"""The work every optimise run does whatever its time limit (import, load, analyse, candidates, problem, the
+constructive plan with its bounds, rewrite with its re-check, write): MANDATORY_SECONDS + MANDATORY_SECONDS_PER_LIVE
+a live entry, fitted on the 2-core machine, `ipuplan optimize --time-limit 1` end to end (`benchmarks/deadline.py`):
+10,032 values 5.1 s measured, 4.4 estimated; 50,160 values 16.3 s measured, 15.9 estimated. An estimate of this
+machine, said when it passes `--time-limit`."""
+
+TAIL_SECONDS_PER_LIVE = 3.5e-6
+"""Of that, the rewrite, its re-check and the write, a live entry (10,032 values 1.27 s, 50,160 values 4.68 s;
+the reference plan 0.1 s): what a run sets aside at its deadline's end (`solvers.deadline.Deadline.reserve`), so
+that it ends written, not only solved, near its limit."""
 
 
 def run_size(plan: Plan, options: OptimizeOptions) -> RunSize:

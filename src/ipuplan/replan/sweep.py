@@ -136,7 +136,8 @@ def sweep(plan: Plan, options: OptimizeOptions | None = None, *, max_points: int
     prepared = prepare(plan, options)
     problem = prepared.problem
     settings = options.solver_settings()
-    deadline = Deadline.starting(options.time_limit, settings.deterministic, started)
+    deadline = Deadline.starting(options.time_limit, settings.deterministic, started,
+                                 reserve=prepared.size.tail_seconds if prepared.size else 0.0)
     settings = replace(settings, ends_at=deadline.ends_at)
     path = ("peak", "exchange")
     first = first_point(problem, replace(settings, time_limit=deadline.share("peak", path)), options)

@@ -392,6 +392,8 @@ def optimize_summary(result, source: str, output: str | None) -> dict:
         "status_in_words": f"{solved.status.value} for scope {result.options.scope.value}",
         "solver": result.options.solver.value,
         "note": result.note,
+        "mandatory_seconds_estimate": None if result.prepared.size is None else round(
+            result.prepared.size.mandatory_seconds, 1),
         "input_raw_peak": result.before.raw_peak,
         "raw_peak": result.after.raw_peak,
         "bound": solved.bound,

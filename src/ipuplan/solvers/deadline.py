@@ -72,14 +72,19 @@ class Deadline:
     seconds: float
     started: float
     deterministic: bool = False
+    reserve: float = 0.0
+    """Seconds set aside at the end for the work after the last phase (the rewrite and the write): the phases end
+    that much before the limit."""
 
     @classmethod
-    def starting(cls, seconds: float, deterministic: bool, started: float | None = None) -> Deadline:
-        return cls(seconds, time.perf_counter() if started is None else started, deterministic)
+    def starting(cls, seconds: float, deterministic: bool, started: float | None = None,
+                 reserve: float = 0.0) -> Deadline:
+        return cls(seconds, time.perf_counter() if started is None else started, deterministic, reserve)
 
     @property
     def ends_at(self) -> float:
-        return self.started + self.seconds
+        """When the phases end: the limit less the reserve."""
+        return self.started + self.seconds - self.reserve
 
     def left(self) -> float:
         """Seconds before the deadline (0 past it)."""

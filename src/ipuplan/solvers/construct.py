@@ -95,6 +95,19 @@ class GroupRows:
         at = self.table.start[self.table.term[occurrences]][:, None] + np.arange(self.counts[g])
         return self.table.row[occurrences], self.table.standard[at], self.table.interleaved[at]
 
+    def switch(self, g: int, current: int, chosen: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What group `g` switching from candidate `current` to `chosen` adds: (its rows, standard bytes there,
+        interleaved bytes there). The one row update every tracker of a choice's usage applies."""
+        rows, standard, interleaved = self.block(g)
+        return rows, standard[:, chosen] - standard[:, current], interleaved[:, chosen] - interleaved[:, current]
+
+    def moved(self, usage: Usage, g: int, current: int, chosen: int) -> np.ndarray:
+        """`usage` (changed in place) after group `g` switches from `current` to `chosen`; the rows it changed."""
+        rows, standard, interleaved = self.switch(g, current, chosen)
+        usage.standard[rows] += standard
+        usage.interleaved[rows] += interleaved
+        return rows
+
     def occurrences(self, g: int) -> np.ndarray:
         """Where group `g`'s terms occur (indices into the table's `row` and `term`)."""
         return self.order[self.bounds[g]:self.bounds[g + 1]]
@@ -334,7 +347,8 @@ def repair(problem: Problem, choice: list[int], index: GroupRows, moves: int = M
     least such key; at most `moves` switches, or a quarter of the groups where that is more (`MOVES`)."""
     choice = list(choice)
     usage = problem.usage(choice)
-    standard, interleaved = usage.standard.copy(), usage.interleaved.copy()
+    usage = Usage(usage.standard.copy(), usage.interleaved.copy())
+    standard, interleaved = usage.standard, usage.interleaved
     pairing = index.pairing
     forbidden = pairing.picks(choice)[0] if pairing.priced else 0
     standing = Standing(problem, standard, interleaved)
@@ -356,9 +370,7 @@ def repair(problem: Problem, choice: list[int], index: GroupRows, moves: int = M
         g = groups[int(owner[best])]
         c = best - int(np.searchsorted(owner, owner[best]))
         forbidden = key[0] if pairing.priced else 0
-        rows, group_standard, group_interleaved = index.block(g)
-        standard[rows] += group_standard[:, c] - group_standard[:, choice[g]]
-        interleaved[rows] += group_interleaved[:, c] - group_interleaved[:, choice[g]]
+        rows = index.moved(usage, g, choice[g], c)
         standing.moved(rows, standard[rows], interleaved[rows])
         choice[g] = c
     return choice

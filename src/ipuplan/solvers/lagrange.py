@@ -112,10 +112,9 @@ class Slack:
         return gain
 
     def move(self, g: int, current: int, chosen: int) -> None:
-        rows, standard, interleaved = self.index.block(g)  # not kept: 5 GB on IOPDDL A
+        rows, standard, interleaved = self.index.switch(g, current, chosen)
         for (a, b), room in zip(self.limits, self.room):
-            room[rows] -= a * (standard[:, chosen] - standard[:, current]) + b * (
-                interleaved[:, chosen] - interleaved[:, current])
+            room[rows] -= a * standard + b * interleaved
 
     def worst(self) -> int | None:
         """The row furthest over a limit (summed over the limits), None when every row is within them."""

@@ -79,13 +79,6 @@ def neighbourhood(problem: Problem, index: GroupRows, choice, free: np.ndarray, 
     return Neighbourhood(free, sub)
 
 
-def _moved(index: GroupRows, usage: Usage, g: int, current: int, chosen: int) -> None:
-    """`usage` (changed in place) after group `g` switches from `current` to `chosen`."""
-    rows, standard, interleaved = index.block(g)
-    usage.standard[rows] += standard[:, chosen] - standard[:, current]
-    usage.interleaved[rows] += interleaved[:, chosen] - interleaved[:, current]
-
-
 def grown(index: GroupRows, seed: int, size: int, random: np.random.Generator) -> np.ndarray:
     """Up to `size` groups reached from `seed` over the edges, breadth first (each layer in a random order)."""
     taken, layer = {seed}, [seed]
@@ -160,7 +153,7 @@ def search(problem: Problem, choice, seconds: float, solve_part: PartSolve, seed
         if found is not None and part.problem.exchange_of(found) < before:
             for g, c in zip(free.tolist(), found):
                 if c != choice[g]:
-                    _moved(index, usage, g, choice[g], c)
+                    index.moved(usage, g, choice[g], c)
                     choice[g] = c
             over = over and usage.violation(problem.limits) > 0
             if progress is not None and not over and not problem.forbidden_in(choice):

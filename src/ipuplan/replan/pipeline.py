@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from math import ceil
 
@@ -172,6 +172,8 @@ class OptimizeResult:
     """sha256 of the chosen candidates: equal fingerprints, equal layouts."""
     exact: bool = False
     """The choice was made by the exact exchange (`exchange_phase`): `model_exchange_*` are the plan's own figures."""
+    priced_input: PlanExchange | None = field(default=None, repr=False, compare=False)
+    """The input's exact exchange when the run priced it already (`input_exchange` reads it rather than again)."""
 
     @property
     def plan(self) -> Plan:
@@ -180,6 +182,8 @@ class OptimizeResult:
     @cached_property
     def input_exchange(self) -> PlanExchange:
         """The exact exchange of the input plan (docs/EXCHANGE.md), computed when first asked for."""
+        if self.priced_input is not None:
+            return self.priced_input
         return plan_exchange(self.prepared.facts.plan, self.prepared.facts)
 
     @cached_property
@@ -552,12 +556,9 @@ def _result(prepared: Prepared, solved: SolveResult, explanation: Explanation | 
     else:  # the model priced the plan's own figure; the input's is that definition too (its candidates may be unpriced)
         input_exchange = plan_exchange(facts.plan, facts)
         model = input_exchange.total, exact.exchange_of(choice), exact.problem.fingerprint()
-    result = OptimizeResult(
+    return OptimizeResult(
         prepared, after, solved, changes, note, explanation=explanation,
         shortfall=shortfall(after.estimate, facts.budgets), model_exchange_before=model[0],
         model_exchange_after=model[1], model_fingerprint=model[2], solution_fingerprint=solution_fingerprint(choice),
-        exact=exact is not None,
+        exact=exact is not None, priced_input=input_exchange,
     )
-    if input_exchange is not None:
-        result.__dict__["input_exchange"] = input_exchange
-    return result

@@ -17,7 +17,8 @@ from ipuplan.facts.estimate import Estimate, estimate
 from ipuplan.facts.gemm_families import KernelFamily, recognise_families
 from ipuplan.facts.liveness import Liveness, liveness
 from ipuplan.plan.budgets import Budgets
-from ipuplan.plan.format import Plan, gc_paused
+from ipuplan.plan.collector import gc_paused
+from ipuplan.plan.format import Plan
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import numpy as np
 from ipuplan.facts.plan_facts import PlanFacts
 from ipuplan.model.cost_terms import proxy_exchange
 from ipuplan.model.problem import Problem, StepRow, Terms
-from ipuplan.plan.format import gc_paused
+from ipuplan.plan.collector import gc_paused
 from ipuplan.plan.layout import STANDARD
 from ipuplan.space.types import CandidateSpace, FreeGroup, LeftOut
 

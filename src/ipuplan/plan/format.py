@@ -9,16 +9,13 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import gc
 import json
 import os
 import re
 import select
 import stat
 import sys
-import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from functools import lru_cache
 from math import prod
 from pathlib import Path
@@ -27,6 +24,7 @@ from typing import Annotated, Any, ClassVar, NoReturn, Self
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from ipuplan.errors import PlanError, SyntaxProblem
+from ipuplan.plan.collector import gc_paused
 from ipuplan.plan.layout import GRANULE, Layout, element_size, parse_layout, round_up
 from ipuplan.plan.operation import Operation, operation_problem, parse_operation
 from ipuplan.plan.outputs import write_atomically
@@ -242,74 +240,6 @@ class Plan(_Frozen):
                 return PlanError(f"value id {step.live[slot]!r} does not exist (plan has {count} values)",
                                  location=f"timeline.steps[{position}].live[{slot}]")
         return None
-
-
-class _Runs:
-    """The open `gc_run` scopes. Threads may overlap them, and the collector is one for the whole process."""
-
-    lock = threading.Lock()
-    open = 0
-    freezing = False
-    """Whether pauses freeze what they built: nothing was frozen when the first scope opened (else unfreezing at
-    the end would thaw what the caller froze)."""
-
-
-@contextmanager
-def gc_run() -> Iterator[None]:
-    """One run of the optimiser (`optimize`): within it, what each outermost `gc_paused` leaves is frozen,
-    so that no collection walks the plan, its facts and its space again (0.4 s each time at 50,160 values, about
-    once a run); leaving the last open scope unfreezes it all, so the freeze count is what it was before (issue 35:
-    a freeze left in place kept every garbage cycle for good, 2 MB an `optimize` call)."""
-    with _Runs.lock:
-        if _Runs.open == 0:
-            _Runs.freezing = gc.get_freeze_count() == 0
-        _Runs.open += 1
-    try:
-        yield
-    finally:
-        with _Runs.lock:
-            _Runs.open -= 1
-            if _Runs.open == 0 and _Runs.freezing:
-                gc.unfreeze()  # into the oldest generation, not counted as new there: no full collection is due
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Hold off the cyclic garbage collector while millions of small objects are built or dropped.
-
-    A plan is millions of containers that reference counting alone frees. With the collector on,
-    every few hundred allocations it walks the young ones, and now and then every object alive:
-    about half the time of loading or dumping a large plan, for no garbage at all.
-
-    Leaving the outermost pause, what was built is set aside unwalked (`_set_aside`): else the next
-    young collections walk all of it, once per generation, and later full ones again (2.8 s of a
-    50,160-value optimize, issue 20). Entering it, the young generations (a few thousand objects)
-    are collected first, so that young garbage, such as the cycles of a CP-SAT model just solved,
-    is not set aside with it to wait for a rare full collection (issue 35).
-    """
-    enabled = gc.isenabled()
-    if enabled:
-        gc.collect(1)
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            _set_aside()
-            gc.enable()
-
-
-def _set_aside() -> None:
-    """Move every object the collector tracks out of its young generations without walking it: within a `gc_run`,
-    frozen until the run ends; outside one, straight to the oldest generation, where `gc.unfreeze()` puts what
-    `gc.freeze()` froze without counting it as new, so that no full collection falls due for it. Nothing stays
-    frozen: a caller's own frozen objects are left as they are, and then nothing is moved."""
-    with _Runs.lock:
-        if _Runs.open and _Runs.freezing:
-            gc.freeze()
-        elif gc.get_freeze_count() == 0:
-            gc.freeze()
-            gc.unfreeze()
 
 
 def _location(loc: tuple[Any, ...]) -> str:

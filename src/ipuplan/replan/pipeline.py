@@ -25,7 +25,8 @@ from ipuplan.model.exact import ExactProblem, exact_problem
 from ipuplan.model.objective import Objective
 from ipuplan.model.problem import Problem, alive_within, solution_fingerprint
 from ipuplan.plan.budgets import Budgets, Limit, excess
-from ipuplan.plan.format import Plan, gc_run, size_in_words
+from ipuplan.plan.collector import gc_run
+from ipuplan.plan.format import Plan, size_in_words
 from ipuplan.replan.explain import Explanation, explain
 from ipuplan.replan.gathers import InsertedGather, inserted_gathers
 from ipuplan.replan.options import EXACT_AUTO_CANDIDATES, BadOption, ExactExchange, OptimizeOptions

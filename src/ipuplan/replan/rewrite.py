@@ -13,7 +13,8 @@ from ipuplan.errors import IpuplanError
 from ipuplan.facts.estimate import Estimate, ValueBytes, estimate
 from ipuplan.facts.plan_facts import PlanFacts, plan_facts
 from ipuplan.plan.budgets import Budgets
-from ipuplan.plan.format import Plan, Step, Value, gc_paused
+from ipuplan.plan.collector import gc_paused
+from ipuplan.plan.format import Plan, Step, Value
 from ipuplan.plan.layout import format_layout
 from ipuplan.replan.against import against
 from ipuplan.replan.gathers import with_gathers

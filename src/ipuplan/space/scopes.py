@@ -17,7 +17,7 @@ import numpy as np
 
 from ipuplan.errors import IpuplanError
 from ipuplan.facts.plan_facts import PlanFacts
-from ipuplan.plan.format import gc_paused
+from ipuplan.plan.collector import gc_paused
 from ipuplan.space.levels import attention, elementwise, gather, gemm
 from ipuplan.space.levels.attention import attention_level
 from ipuplan.space.levels.classes import class_level

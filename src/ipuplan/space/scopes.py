@@ -171,7 +171,7 @@ def _space(facts: PlanFacts, scope: Scope, pinned: frozenset[int], keep_classes:
         frozen += decided.frozen
         claimed = decided.claimed
         remaining = tuple(group for group in remaining if claimed.isdisjoint(group))
-    return CandidateSpace(scope.value, tuple(free), tuple(frozen))
+    return CandidateSpace(scope.value, tuple(free), tuple(frozen), context)
 
 
 def promoter(kind: str) -> Promote:
@@ -182,7 +182,8 @@ def promoter(kind: str) -> Promote:
 def with_promoted(facts: PlanFacts, space: CandidateSpace, chosen: dict[int, np.ndarray]) -> CandidateSpace:
     """The space with some left-out choices made candidates: per free group index, a mask over its left-out choices.
     They are appended to the group's candidates (every other candidate keeps its index); the rest stay left out."""
-    context = context_of(facts)
+    kept = space.context
+    context = kept if isinstance(kept, Context) and kept.facts is facts else context_of(facts)
     free = list(space.free)
     for g, mask in chosen.items():
         group = free[g]

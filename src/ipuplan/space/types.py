@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 import numpy as np
@@ -224,6 +224,9 @@ class CandidateSpace:
     scope: str
     free: tuple[FreeGroup, ...]
     frozen: tuple[FrozenGroup, ...]
+    context: object = field(default=None, compare=False, repr=False)
+    """The `rules.Context` the levels decided in (None: not kept), so that a widening of the space promotes in the same
+    one rather than build it again (0.6 s at 50k values)."""
 
     @property
     def candidate_count(self) -> int:

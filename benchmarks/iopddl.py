@@ -74,7 +74,7 @@ def stage(name: str) -> None:
 
 def solve_instance(path: Path, time_limit: float, output: Path | None) -> dict:
     """One instance through the product's own run (`workbench.iopddl.solve_instance`, what `ipuplan iopddl` runs and
-    tests/test_cli_iopddl.py covers), timed from this process's start; its figures, with the RSS."""
+    tests/test_solve_commands.py covers), timed from this process's start; its figures, with the RSS."""
     from ipuplan.plan.outputs import write_atomically
     from ipuplan.workbench.iopddl import read_instance
     from ipuplan.workbench.iopddl import solve_instance as solve

@@ -1,5 +1,5 @@
-"""Hand-made `Problem`s for the tests of model/ and solvers/: a short way to write one, and the few that
-several test files work out by hand."""
+"""Hand-made `Problem`s for the tests of model/ and solvers/: a short way to write one, the few that several test
+files work out by hand, and what every backend promises of a result."""
 
 from __future__ import annotations
 
@@ -41,6 +41,15 @@ TWO_STEPS = problem([StepRow(0, 100, 0, ((0, b(50, 20), b(0, 0)),)), StepRow(1, 
 BUDGETED = problem([StepRow(0, 20, 0, ((0, b(50, 0), b(0, 55)), (1, b(30, 10), b(0, 0))))], (2, 2),
                    limits=Budgets(160, 100, 0).limits)
 
+# Both steps hold A and B, each at 50 in the input (peak 100). A's other candidate is small at step 0 and
+# large at step 1, B's the other way round: either switch alone raises a step to 120, both give 80.
+#   step 0 = A[50, 10] + B[50, 70]   step 1 = A[50, 70] + B[50, 10]   per-step bound 60
+STALL = problem(
+    [StepRow(0, 0, 0, ((0, b(50, 10), b(0, 0)), (1, b(50, 70), b(0, 0)))),
+     StepRow(1, 0, 0, ((0, b(50, 70), b(0, 0)), (1, b(50, 10), b(0, 0))))],
+    (2, 2),
+)
+
 
 def valid_choices(p: Problem):
     """Every choice that makes no forbidden pick and meets the budgets, by enumeration."""
@@ -54,3 +63,10 @@ def best_by_brute_force(p: Problem, objective: Objective) -> tuple[int, ...] | N
     with `fit` (exchange, changed values); None when no choice is valid."""
     return min((((p.usage(c).peak,) if objective == Objective.PEAK else ()) + (p.exchange_of(c), p.changed_of(c))
                 for c in valid_choices(p)), default=None)
+
+
+def consistent(p: Problem, result) -> None:
+    """What every backend promises about a result that has a solution."""
+    assert result.exchange_bytes == p.exchange_of(result.choice)
+    assert result.changed_values == p.changed_of(result.choice)
+    assert p.usage(result.choice).peak == result.peak

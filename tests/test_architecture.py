@@ -1,6 +1,6 @@
 """The house rules of src/ipuplan: folders are the pipeline's stages, imports only go to the same or an
-earlier stage (and never round a circle inside one), the README's module map is the tree, and one `optimize`
-call infers each fact of a plan once.
+earlier stage (and never round a circle inside one), the README's module map is the tree, every module has its
+mirror test file, and one `optimize` call infers each fact of a plan once.
 
 The stage order is read from the README's module map (its rows, top to bottom), so it is written once, where a
 newcomer reads it; a module added to a stage needs no list in this file.
@@ -19,6 +19,7 @@ import ipuplan
 
 PACKAGE = Path(ipuplan.__file__).resolve().parent
 README = PACKAGE.parents[1] / "README.md"
+TESTS = Path(__file__).resolve().parent
 
 
 def module_name(path: Path) -> str:
@@ -76,6 +77,24 @@ def test_the_readme_module_map_is_the_tree():
     assert named - modules == set(), "the README names modules that do not exist"
     packages = {m for m, path in every_module().items() if path.name == "__init__.py"}
     assert modules - named - packages == set(), "modules the README's map does not name"
+
+
+def mirror_test_files(path: Path) -> set[str]:
+    """The names a module's test file may have: `test_NAME.py`, or `test_STAGE_NAME.py` with STAGE its first folder
+    under the package (`space/levels/gemm.py`: `test_gemm.py` or `test_space_gemm.py`)."""
+    parts = path.relative_to(PACKAGE).parts
+    return {f"test_{path.stem}.py"} | ({f"test_{parts[0]}_{path.stem}.py"} if len(parts) > 1 else set())
+
+
+def test_every_module_has_its_mirror_test_file():
+    """A module's tests are found by its name: each module (not a package's `__init__` nor a `__main__`) has a test
+    file named after it in tests/."""
+    tests = {path.name for path in TESTS.glob("test_*.py")}
+    modules = [path for path in sorted(PACKAGE.rglob("*.py")) if path.name not in ("__init__.py", "__main__.py")]
+    assert len(modules) > 50  # the tree was found
+    missing = [f"{path.relative_to(PACKAGE)}: {' or '.join(sorted(mirror_test_files(path)))}" for path in modules
+               if not mirror_test_files(path) & tests]
+    assert missing == [], "modules without their mirror test file in tests/"
 
 
 def test_imports_go_to_the_same_or_an_earlier_stage():

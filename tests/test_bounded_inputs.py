@@ -1,6 +1,6 @@
 """Issue 35, item 4: nothing ipuplan reads or builds is unbounded. A plan file past the input limit is refused by its
 size, unread; a device is refused and a pipe never waits forever; `synth` and every optimise run are sized before
-they start, and refused in one line (exit 2) past the memory limit."""
+they start (the estimate: test_replan_size.py), and refused in one line (exit 2) past the memory limit."""
 
 from __future__ import annotations
 
@@ -16,14 +16,10 @@ from typer.testing import CliRunner
 import ipuplan.plan.format as plan_format
 from ipuplan import PlanError, load_plan
 from ipuplan.cli import app
-from ipuplan.replan import pipeline
-from ipuplan.replan.options import OptimizeOptions
-from ipuplan.replan.size import RunTooLarge, memory_limit, run_size
 from ipuplan.workbench import synth
 from ipuplan.workbench.synth import repeat_layers, unroll
 
 runner = CliRunner()
-MODELS = sorted(Path(REFERENCE).parent.glob("*.json"))
 
 
 def _sparse(path: Path, size: int) -> Path:
@@ -216,15 +212,6 @@ def test_synth_counts_the_plan_it_will_make(reference_plan, monkeypatch):
         assert asked.pop() == (len(made.values), len(made.steps), sum(len(step.live) for step in made.steps))
 
 
-def test_a_run_past_the_memory_limit_is_refused_before_its_facts(reference_plan, monkeypatch):
-    monkeypatch.setattr(pipeline, "plan_facts", lambda *args: pytest.fail("the facts were computed"))
-    with pytest.raises(RunTooLarge) as refused:
-        pipeline.prepare(reference_plan, OptimizeOptions(memory_limit="100M"))
-    assert isinstance(refused.value, PlanError) and refused.value.exit_code == 2
-    assert str(refused.value) == ("<plan>: the run would need about 550 MiB (176 values, 116 steps, 3,170 live "
-                                  "entries); --memory-limit is 100 MiB")
-
-
 def test_optimize_and_sweep_refuse_a_tiny_memory_limit_in_one_line(tmp_path):
     out = tmp_path / "out.json"
     for command in (["optimize", str(REFERENCE), "-o", str(out)], ["sweep", str(REFERENCE), "--points", "2"]):
@@ -236,30 +223,3 @@ def test_optimize_and_sweep_refuse_a_tiny_memory_limit_in_one_line(tmp_path):
     assert not out.exists()
     result = runner.invoke(app, ["optimize", str(REFERENCE), "-o", str(out), "--memory-limit", "lots"])
     assert result.exit_code == 2 and "'lots' is not a size" in result.stderr
-
-
-def test_the_default_limit_refuses_no_plan_of_models():
-    for path in MODELS:
-        size = run_size(load_plan(path), OptimizeOptions())
-        assert size.bytes < min(memory_limit(), 2 << 30), path
-
-
-def test_the_estimate_counts_tiles_only_where_the_exact_exchange_is_priced(reference_plan):
-    wide = reference_plan.model_copy(update={"tile_count": 1 << 20})
-    priced, unpriced = OptimizeOptions(), OptimizeOptions(exact_exchange="never")
-    assert run_size(wide, priced).bytes - run_size(reference_plan, priced).bytes > 2 << 30
-    assert run_size(wide, unpriced).bytes == run_size(reference_plan, unpriced).bytes
-    assert "1,048,576 tiles" in run_size(wide, priced).counts
-
-
-def test_memory_limit_reads_sizes_and_leaves_the_fingerprint_alone():
-    assert OptimizeOptions(memory_limit="8G").memory_limit == 8 << 30
-    assert OptimizeOptions(memory_limit="512M").memory_limit == 512 << 20
-    assert OptimizeOptions(memory_limit=1000).memory_limit == 1000
-    assert OptimizeOptions(memory_limit="8G").fingerprint() == OptimizeOptions().fingerprint()
-
-
-def test_a_refusal_says_what_the_run_needs_without_the_exact_exchange(reference_plan):
-    with pytest.raises(RunTooLarge, match=r"--memory-limit is 400 MiB \(with --exact-exchange never: about 154 MiB\)$"):
-        pipeline.prepare(reference_plan, OptimizeOptions(memory_limit="400M"))
-    assert run_size(reference_plan, OptimizeOptions(exact_exchange="never")).bytes < 400 << 20

@@ -1,11 +1,9 @@
 from __future__ import annotations
 
 import pytest
-from reference import REFERENCE, with_step
-from typer.testing import CliRunner
+from reference import with_step
 
-from ipuplan import PlanError, write_plan
-from ipuplan.cli import app
+from ipuplan import PlanError
 from ipuplan.replan.pipeline import optimize
 from ipuplan.report.diff import diff_lines, diff_plans, tiling
 from ipuplan.workbench.synth import repeat_layers
@@ -42,14 +40,6 @@ def test_diff_shows_operation_text_changes(reference_plan):
 def test_diff_refuses_different_programs(reference_plan):
     with pytest.raises(PlanError, match="different programs"):
         diff_plans(reference_plan, repeat_layers(reference_plan, 3))
-
-
-def test_diff_cli(tmp_path, optimised):
-    better = tmp_path / "better.json"
-    write_plan(optimised, better)
-    result = CliRunner().invoke(app, ["diff", str(REFERENCE), str(better)])
-    assert result.exit_code == 0
-    assert len(result.stdout.splitlines()) == 16  # 14 values (no family in storage), the peak, the exchange
 
 
 def test_diff_shows_each_family_that_changed_as_one_unit(reference_plan):

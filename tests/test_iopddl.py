@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
+import time
 
 import numpy as np
 import pytest
@@ -15,7 +16,15 @@ from ipuplan.errors import PlanError
 from ipuplan.model.objective import Objective
 from ipuplan.model.problem import FORBIDDEN
 from ipuplan.solvers import SolverSettings, SolveStatus, solve
-from ipuplan.workbench.iopddl import evaluate, instance_of, problem_of, read_instance, row_times, usage_over_time
+from ipuplan.workbench.iopddl import (
+    evaluate,
+    instance_of,
+    problem_of,
+    read_instance,
+    row_times,
+    solve_instance,
+    usage_over_time,
+)
 
 
 def document(intervals, costs, usages, edges=(), limit=None) -> dict:
@@ -277,3 +286,9 @@ def test_usages_whose_sum_could_wrap_int64_are_refused_in_one_line():
     """Two usages of 2**62 live at once summed to -2**63 in int64, and the limit looked met ("optimal")."""
     with pytest.raises(PlanError, match=r"problem.nodes.usages: .*2\*\*63"):
         instance_of(document([[0, 5], [0, 5]], [[1], [1]], [[2**62], [2**62]], [], limit=10))
+
+
+def test_the_run_keeps_to_its_deadline_reading_included():
+    started = time.perf_counter()
+    run = solve_instance(instance_of(CHAIN), 5.0, started=started - 2.0)  # 2 s already spent reading
+    assert run.solved and run.evaluation.cost == CHAIN_OPTIMUM and run.seconds < 3.5

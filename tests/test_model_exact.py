@@ -13,22 +13,9 @@ from problems import TWO_STEPS, problem
 
 from ipuplan.facts.plan_exchange import plan_exchange
 from ipuplan.model.exact import exact_problem
-from ipuplan.model.exchange_cost import priced_steps
 from ipuplan.model.problem import FORBIDDEN, StepRow, alive_within
 from ipuplan.plan.budgets import Budgets
-from ipuplan.replan.options import OptimizeOptions
-from ipuplan.replan.pipeline import prepare
 from ipuplan.replan.rewrite import rewrite
-
-
-@pytest.fixture(scope="module", params=["storage", "full"])
-def prepared(request, reference_plan):
-    return prepare(reference_plan, OptimizeOptions(scope=request.param, workers=1))
-
-
-@pytest.fixture(scope="module")
-def priced(prepared):
-    return exact_problem(prepared.facts, prepared.space, prepared.problem)
 
 
 def _random_choices(counts: tuple[int, ...], count: int, seed: int) -> list[tuple[int, ...]]:
@@ -43,16 +30,6 @@ def test_the_models_exchange_of_a_choice_is_the_written_plans(prepared, priced):
     for choice in [problem_.input_choice, *_random_choices(problem_.candidate_counts, 6, seed=1)]:
         written = rewrite(facts, space, choice, facts.budgets).plan
         assert priced.exchange_of(choice) == plan_exchange(written).total
-
-
-def test_every_priced_step_is_one_the_plan_prices(prepared, priced):
-    """The steps the model prices are those `plan_exchange` prices (each once), and pairs of two free groups are
-    edges: a plan's model with kernel families has some."""
-    steps = priced_steps(prepared.facts, prepared.space)
-    assert sorted(s.step for s in steps) == sorted(s.step for s in plan_exchange(prepared.facts.plan).steps)
-    two_groups = {tuple(sorted((s.source_group, s.result_group))) for s in steps if s.kind == "two groups"}
-    assert {(e.a, e.b) for e in priced.problem.edges} == two_groups
-    assert priced.problem.table is prepared.problem.table  # the same rows, not laid flat again
 
 
 def test_a_candidate_not_alive_is_forbidden_and_its_pairs_unpriced(prepared):

@@ -135,34 +135,3 @@ def test_optimised_plan_is_legal_fits_no_worse_and_unchanged_bytes(path, scope):
     figures = (result.after.raw_peak, result.exchange_after, result.status.value)
     assert figures == (expected.raw_peak, expected.exchange_after, expected.status)
     assert hashlib.sha256(dump_plan(result.plan).encode()).hexdigest() == expected.sha256
-
-
-@pytest.mark.parametrize("path", ALL_PLANS[:2], ids=lambda p: p.name)
-def test_program_gathers_each_parameter_into_its_input_layout_live_only_around_its_reader(path):
-    plan = load_plan(path)
-    result = optimize(plan, workers=1, time_limit=10, scope="program")
-    written, facts = result.plan, result.facts
-    originals = [step for step in written.steps if step.index not in {g.step for g in result.inserted}]
-    assert [step.index for step in written.steps] == list(range(len(written.steps)))
-    assert len(originals) == len(plan.steps) and len(written.values) == len(plan.values) + len(result.inserted)
-    for gather in result.inserted:
-        value, parameter = written.values[gather.value], plan.values[gather.parameter]
-        assert gather.value >= len(plan.values) and parameter.storage_group == value.storage_group
-        assert (value.layout, value.memory_class, value.shape) == (parameter.layout, parameter.memory_class,
-                                                                   parameter.shape)
-        assert written.values[gather.parameter].layout != parameter.layout  # stored otherwise: it was worth it
-        copy = written.steps[gather.step]
-        reading = written.steps[gather.reading_step]
-        assert copy.parsed_operation.kind == "Copy" and (copy.source, copy.execution_count) == (
-            reading.source, reading.execution_count)
-        live_at = [s.index for s in written.steps if gather.value in s.live]
-        assert live_at == list(range(gather.step, gather.reading_step + 1))
-        assert all(written.steps[s].index in {g.step for g in result.inserted} for s in live_at[:-1])
-    # every original step keeps its live set, apart from the copies made for it
-    for old, new in zip(plan.steps, originals):
-        assert [v for v in new.live if v < len(plan.values)] == old.live
-    # the exchange reported is the written plan's, the copies' moves included, each priced from its parameter
-    assert result.exchange_after == result.model_exchange_after
-    assert {(e.source, e.result) for e in result.output_exchange.steps if e.result >= len(plan.values)} == {
-        (g.parameter, g.value) for g in result.inserted}
-    assert facts.flow.ambiguities == ()

@@ -1,6 +1,7 @@
-"""Issue 13: the fit objective, best effort, the minimal explanation of infeasible budgets, the peak /
-exchange sweep, pins and fingerprints. Hand-made problems with answers worked out by hand (checked
-again by brute force), and real outcomes on the reference plan."""
+"""Issue 13: the fit objective, best effort, the minimal conflict of infeasible budgets, the peak / exchange sweep.
+Hand-made problems with answers worked out by hand (checked again by brute force), and real outcomes on the reference
+plan. The explanation built on the conflict and the pins have their own files (test_replan_explain.py,
+test_replan_pins.py)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from measures import explain_infeasible
-from reference import MODELS, REFERENCE
+from reference import CHIP6, MODELS, REFERENCE
 from typer.testing import CliRunner
 
 from ipuplan import InfeasibleBudget, load_plan
 from ipuplan.cli import app
-from ipuplan.errors import PlanError
 from ipuplan.facts.check import check
 from ipuplan.facts.plan_facts import plan_facts
 from ipuplan.model.build import problem_of
@@ -29,13 +29,11 @@ from ipuplan.replan.sweep import sweep
 from ipuplan.solvers import SolverSettings, SolveStatus, solve, solve_soft
 from ipuplan.solvers import conflict as conflicts
 from ipuplan.space.scopes import candidate_space
-from ipuplan.space.types import Freeze
 
 runner = CliRunner()
 SETTINGS = SolverSettings(time_limit=5, workers=1, deterministic=True)
 FIT = SolverSettings(time_limit=5, workers=1, deterministic=True, objective=Objective.FIT)
 HIGHS = pytest.param("highs", marks=pytest.mark.skipif(find_spec("scipy") is None, reason="HiGHS needs SciPy"))
-CHIP6 = MODELS / "vit-so400m-6layers-chip.json"
 
 
 def b(*numbers: int) -> np.ndarray:
@@ -175,46 +173,6 @@ def test_reference_conflicts_are_minimal_with_exact_integers(reference_plan, bud
         assert row.need.exact  # and that is the least this row needs while the others hold
 
 
-def test_reference_one_byte_under_the_optimum_is_explained_in_plain_words(reference_plan):
-    with pytest.raises(BudgetConflict) as caught:
-        optimize(reference_plan, workers=1, scope="kernels", budget=208_227, interleaved_budget=80_000, time_limit=5)
-    explanation = caught.value.explanation
-    assert isinstance(caught.value, InfeasibleBudget) and caught.value.exit_code == 3
-    assert explanation.minimal
-    (step,) = explanation.steps
-    assert (step.step, step.needs, step.budget_bytes) == (47, 159_076, 159_075)
-    assert step.holders and all(h.frozen for h in step.holders) and step.fixed_bytes + step.free_least_bytes <= 159_076
-    (raised,) = explanation.raises
-    assert (raised.least, raised.options) == (159_076, "--budget 208228")
-    assert optimize(reference_plan, workers=1, scope="kernels", budget=208_228,
-                    interleaved_budget=80_000).after.fits_budget
-
-
-def test_a_budget_that_cannot_fit_alone_is_said_so_in_words_and_html(reference_plan):
-    from ipuplan.report.html import explanation_html
-    from ipuplan.report.text import explanation_lines
-
-    with pytest.raises(BudgetConflict) as caught:
-        optimize(reference_plan, workers=1, scope="kernels", budget=200_000, interleaved_budget=72_831, time_limit=5)
-    explanation = caught.value.explanation
-    # the total (150,848 B) is below the lowest peak (159,076 B): neither class budget fits by itself
-    assert [(r.budget, r.least, r.enough_alone) for r in explanation.raises] == [
-        ("standard budget", None, False), ("interleaved budget", None, False)]
-    words = explanation_lines(explanation)
-    assert "  interleaved budget (now 72,831 B): raising it alone is not enough" in words
-    assert "the lowest raw peak any layout reaches: 159,076 B" in words[-2]
-    assert explanation_html(explanation, words).count("<tr>") == 2 + len(explanation.steps) + sum(
-        len(s.holders) for s in explanation.steps)
-
-
-def test_wider_freedom_is_named_when_it_fits():
-    with pytest.raises(BudgetConflict) as caught:
-        optimize(load_plan(CHIP6), workers=1, scope="storage", time_limit=5)
-    explanation = caught.value.explanation
-    assert [(f.options, f.fits) for f in explanation.freedoms] == [("--scope kernels", True), ("--scope full", True)]
-    assert explanation.steps[0].budget == "standard budget"
-
-
 def test_best_effort_writes_the_least_excess_plan(tmp_path):
     out = tmp_path / "best.json"
     result = runner.invoke(app, ["optimize", str(CHIP6), "-o", str(out), "--workers", "1", "--best-effort", "--json",
@@ -258,68 +216,6 @@ def test_sweep_walks_the_front_from_the_peak_optimum(reference_plan):
     assert exact == [p.model_exchange_bytes for p in front.points]
     assert peaks == sorted(set(peaks)) and exact == sorted(set(exact), reverse=True)
     assert all(p.exchange_per_kib > 0 for p in front.points[1:])
-
-
-def test_sweep_cli_json_and_report(tmp_path):
-    page = tmp_path / "sweep.html"
-    result = runner.invoke(app, ["sweep", str(REFERENCE), "--scope", "kernels", "--workers", "1", "--json",
-                                 "--points", "3", "--report", str(page)])
-    assert result.exit_code == 0, result.output
-    summary = json.loads(result.stdout)
-    assert summary["complete"] and 2 <= len(summary["points"]) <= 3
-    text = page.read_text()
-    assert '<svg id="front"' in text and text.count('class="point"') == len(summary["points"])
-
-
-def test_infeasible_cli_explains_on_stderr_in_json_and_in_the_report(tmp_path):
-    page = tmp_path / "why.html"
-    args = ["optimize", str(CHIP6), "-o", str(tmp_path / "o.json"), "--workers", "1", "--scope", "storage", "--report",
-            str(page)]
-    text = runner.invoke(app, args)
-    assert text.exit_code == 3 and not (tmp_path / "o.json").exists()
-    lines = text.stderr.splitlines()
-    assert lines[-1].startswith("error: the standard budget") and all(line.startswith("  ") for line in lines[:-1])
-    assert any("with --scope kernels: the budgets can be met" in line for line in lines)
-    assert "Why the budgets cannot be met" in page.read_text() and "<table id='holders'>" in page.read_text()
-    as_json = runner.invoke(app, [*args[:-2], "--json", "--force"])
-    failure = json.loads(as_json.stdout)
-    assert failure["status"] == "infeasible" and failure["explanation"]["minimal"]
-    assert failure["explanation"]["steps"][0]["holders"][0]["frozen"]
-
-
-def test_pins_freeze_by_request_and_fingerprints_compare_runs(tmp_path):
-    pins = tmp_path / "pins.json"
-    pins.write_text(json.dumps({"vit.map.mlp.*.weight": "class"}))
-    args = ["optimize", str(REFERENCE), "--workers", "1", "--json", "--force", "--freeze", "vit.encoder.layer0.mlp.*"]
-    first = json.loads(runner.invoke(app, [*args, "-o", str(tmp_path / "a.json")]).stdout)
-    again = json.loads(runner.invoke(app, [*args, "-o", str(tmp_path / "b.json")]).stdout)
-    pinned = json.loads(runner.invoke(app, [*args, "-o", str(tmp_path / "c.json"), "--pin-file", str(pins)]).stdout)
-    plan = load_plan(REFERENCE)
-    names = {v.id: v.name for v in plan.values}
-    by_request = {v for f in pinned["frozen"] if f["rule"] == Freeze.BY_REQUEST.name.lower() for v in f["values"]}
-    assert set(pinned["pinned"]["layout"]) == {v for v in names if names[v].startswith("vit.encoder.layer0.mlp.")}
-    assert pinned["pinned"]["class"] == [39, 41]  # frozen whole until a level can keep only the class
-    assert set(pinned["pinned"]["layout"]) | set(pinned["pinned"]["class"]) <= by_request
-    assert not by_request.intersection(pinned["changed_value_ids"])
-    assert (first["model_fingerprint"], first["solution_fingerprint"]) == (again["model_fingerprint"],
-                                                                           again["solution_fingerprint"])
-    assert pinned["model_fingerprint"] != first["model_fingerprint"]
-    assert check(load_plan(tmp_path / "c.json")) == []
-
-
-@pytest.mark.parametrize(("pin", "words"), [("--freeze", "matches no value name"), ("--pin-file", "cannot read")])
-def test_a_pin_that_names_nothing_is_one_line_exit_2(tmp_path, pin, words):
-    value = "no.such.value*" if pin == "--freeze" else str(tmp_path / "missing.json")
-    result = runner.invoke(app, ["optimize", str(REFERENCE), "-o", str(tmp_path / "o.json"), pin, value])
-    errors = [line for line in result.stderr.splitlines() if not line.startswith("  ")]  # the rest: progress
-    assert result.exit_code == 2 and len(errors) == 1 and words in errors[0] == result.stderr.splitlines()[-1]
-
-
-def test_a_pin_file_must_say_layout_or_class(tmp_path, reference_plan):
-    pins = tmp_path / "pins.json"
-    pins.write_text(json.dumps({"vit.*": "tiling"}))
-    with pytest.raises(PlanError, match="choose layout or class"):
-        optimize(reference_plan, scope="kernels", pin_file=pins)
 
 
 def test_options_reach_explore_and_its_fingerprint(tmp_path):

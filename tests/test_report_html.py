@@ -1,3 +1,6 @@
+"""The HTML report (`report.html`): one self-contained page with the timeline and the peak, the anatomy of a step
+(each live value free or frozen in the scope shown), each family as one unit, drawn as a browser draws it."""
+
 from __future__ import annotations
 
 import os
@@ -7,16 +10,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from reference import REFERENCE
-from typer.testing import CliRunner
 
-from ipuplan import load_plan, write_plan
-from ipuplan.cli import app
-from ipuplan.facts.plan_facts import plan_facts
-from ipuplan.replan.pipeline import optimize
 from ipuplan.report.html import anatomy_rows, render_html
 
-runner = CliRunner()
 ARTIFACTS = Path(os.environ.get("IPUPLAN_ARTIFACTS", Path(__file__).resolve().parent.parent / "test-artifacts"))
 
 
@@ -36,58 +32,6 @@ def test_anatomy_lists_the_peak_step_with_free_and_frozen(reference_plan, facts,
     assert states[20] == "free"  # a resident weight (storage)
     assert states[153] == "free"  # the partials of the Gemm family at step 47 (kernels)
     assert states[4].startswith("frozen: ")  # a norm scale a kernel reads
-
-
-def test_report_cli_with_against_and_png(tmp_path, reference_plan):
-    better = tmp_path / "better.json"
-    write_plan(optimize(reference_plan, workers=1, time_limit=5, scope="storage").plan, better)
-    page, png = tmp_path / "r.html", tmp_path / "r.png"
-    result = runner.invoke(app, ["report", str(REFERENCE), "--against", str(better), "-o", str(page), "--png",
-                                 str(png)])
-    assert result.exit_code == 0, result.output
-    text = page.read_text()
-    assert "against" in text and "176,740 B" in text and text.count('class="series"') == 5
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
-    again = runner.invoke(app, ["report", str(REFERENCE), "-o", str(page)])
-    assert again.exit_code == 2 and "--force" in again.stderr
-
-
-def anatomy_marks(page: str) -> tuple[int, dict[int, str]]:
-    """The page's peak step, and per value of its anatomy table: free or frozen."""
-    step = int(re.search(r'<b id="peak-step">(\d+)</b>', page).group(1))
-    table = page.split('<table id="anatomy">', 1)[1].split("</table>", 1)[0]
-    marks = re.findall(r"<tr><td>(\d+)</td>.*?<td class='(free|frozen)'>", table)
-    return step, {int(value): mark for value, mark in marks}
-
-
-def expected_marks(facts, space, step: int) -> dict[int, str]:
-    reasons = space.reasons()
-    return {v: "free" if reasons[v] is None else "frozen" for v in facts.plan.steps[step].live}
-
-
-def test_optimize_report_marks_the_free_values_of_the_runs_scope(tmp_path, facts, spaces):
-    page = tmp_path / "storage.html"
-    args = ["optimize", str(REFERENCE), "-o", str(tmp_path / "o.json"), "--scope", "storage", "--workers", "1",
-            "--time-limit", "5", "--report", str(page)]
-    assert runner.invoke(app, args).exit_code == 0
-    text = page.read_text()
-    step, marks = anatomy_marks(text)
-    result = load_plan(tmp_path / "o.json")
-    assert step == plan_facts(result).estimate.total_peak_step
-    # value ids are the input's: the run's space (of the input) says which of those live here it could move
-    assert marks == expected_marks(plan_facts(result), spaces["storage"], step)
-    assert "free" in marks.values() and "frozen" in marks.values()
-    assert "scope <b id='scope'>storage</b>" in text
-
-
-@pytest.mark.parametrize(("scope", "free"), [("storage", 9), ("kernels", 17), ("full", 43)])
-def test_report_command_marks_the_scope_it_names(tmp_path, facts, spaces, scope, free):
-    page = tmp_path / "r.html"
-    assert runner.invoke(app, ["report", str(REFERENCE), "-o", str(page), "--scope", scope]).exit_code == 0
-    text = page.read_text()
-    step, marks = anatomy_marks(text)
-    assert step == 47 and marks == expected_marks(facts, spaces[scope], 47)
-    assert list(marks.values()).count("free") == free and f"scope <b id='scope'>{scope}</b>" in text
 
 
 def families_table(page: str) -> dict[str, str]:

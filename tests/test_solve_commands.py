@@ -1,87 +1,28 @@
+"""The commands that solve (`cli.solve_commands`): `optimize` writes a checked plan (never over a file without
+--force, nor over its input without --in-place), its table or JSON summary, the model and the report it is asked for,
+and exit 3 with nothing written when the budgets cannot be met; `sweep` the front as JSON and a report; `iopddl` the
+contest's solution only when its evaluator finds it valid, and Ctrl-C as one line."""
+
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 
+import numpy as np
 import pytest
-from reference import REFERENCE
+from reference import REFERENCE, anatomy_marks, entries, expected_marks, one_line_error, run
+from test_iopddl import CHAIN, CHAIN_OPTIMUM, document
 from typer.testing import CliRunner
 
 from ipuplan import load_plan
 from ipuplan.cli import app
-from ipuplan.facts.dataflow import dataflow
-from ipuplan.report.text import graph_lines
+from ipuplan.facts.check import check
+from ipuplan.facts.plan_facts import plan_facts
 
 runner = CliRunner()
-
-
-def test_check_consistent_plan():
-    result = runner.invoke(app, ["check", str(REFERENCE)])
-    assert result.exit_code == 0
-    assert "consistent: 176 values, 116 steps" in result.stdout
-
-
-def test_check_names_mismatches(tmp_path):
-    raw = json.loads(REFERENCE.read_text())
-    raw["timeline"]["values"][20]["bytes"] += 1
-    raw["timeline"]["steps"][47]["usage"]["interleaved"] -= 32
-    raw["total_peak_step"] = 5
-    bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps(raw, separators=(",", ":")))
-    result = runner.invoke(app, ["check", str(bad)])
-    assert result.exit_code == 1
-    lines = result.stdout.splitlines()
-    assert f"{bad}: value 20 (vit.encoder.layer0.mlp.up.weight): bytes is 30721, expected 30720" in lines
-    assert f"{bad}: step 47: usage.interleaved is 286816, expected 286848" in lines
-    assert f"{bad}: plan: total_peak_step is 5, expected 47" in lines
-
-
-def test_show_lists_peak_and_contributors():
-    result = runner.invoke(app, ["show", str(REFERENCE)])
-    assert result.exit_code == 0
-    assert "367,216 B" in result.stdout and "at step 47" in result.stdout
-    assert "vit.encoder.layer0.mlp.up.weight" in result.stdout
-
-
-def test_graph_prints_every_step():
-    result = runner.invoke(app, ["graph", str(REFERENCE)])
-    assert result.exit_code == 0
-    plan = load_plan(REFERENCE)
-    lines = list(graph_lines(plan, dataflow(plan)))
-    # off a terminal each line is folded within 80 columns, no word lost or cut (issue 21)
-    assert max(map(len, result.stdout.splitlines())) <= 80 < max(map(len, lines))
-    assert result.stdout.split() == " ".join(lines).split()
-    assert lines[11].split()[-3:] == ["51", "->", "136"]
-    assert sum(1 for line in lines if line.startswith("ambiguous:")) == 0
-    assert lines[27].split()[-3:] == ["144", "->", "145"]  # a copy that crops padded key columns
-    assert ("gemm family at step 12: left 64 (from 63), right 136 (from 51), partials 137 read at step 13 (Sum) "
-            "into 65") in lines
-    assert "element-wise family: Add at step 107; Gelu at step 108: members 40, 125, 126, 127" in lines
-    assert ("element-wise family: Add at step 74: members 34, 106, 107, held: Sum at step 73: value 106 written by a "
-            "kernel outside the family") in lines
-
-
-@pytest.mark.parametrize(
-    ("content", "expected"),
-    [
-        (REFERENCE.read_text()[:9000], "invalid JSON"),
-        ('{"version": 1}', "scope: missing field"),
-        (REFERENCE.read_text().replace('"partitions: 36', '"partitions: 36')
-         .replace("partitions: 36,", "partitions: -36,", 1), "malformed layout"),
-    ],
-)
-def test_bad_input_is_one_line_exit_2_without_traceback(tmp_path, content, expected):
-    bad = tmp_path / "bad.json"
-    bad.write_text(content)
-    process = subprocess.run(
-        [sys.executable, "-m", "ipuplan.cli", "check", str(bad)], capture_output=True, text=True, check=False
-    )
-    assert process.returncode == 2
-    assert process.stdout == ""
-    assert len(process.stderr.splitlines()) == 1
-    assert process.stderr.startswith(f"error: {bad}: ") and expected in process.stderr
-    assert "Traceback" not in process.stderr
 
 
 def test_optimize_writes_a_checked_plan_and_json_summary(tmp_path):
@@ -124,26 +65,6 @@ def test_optimize_infeasible_exit_3_writes_nothing(tmp_path):
     assert result.exit_code == 3
     assert "cannot be met at step" in result.stderr and "lowest raw peak" in result.stderr
     assert not out.exists()
-
-
-def test_optimize_flags_reach_the_library(tmp_path, monkeypatch):
-    seen = {}
-    from ipuplan.errors import IpuplanError
-    from ipuplan.replan import pipeline as optimizer
-
-    def fake_optimize(plan, options, **kwargs):
-        seen.update(dict(options))
-        raise IpuplanError("stop here")
-
-    monkeypatch.setattr(optimizer, "optimize", fake_optimize)
-    args = ["optimize", str(REFERENCE), "-o", str(tmp_path / "o.json"), "--time-limit", "3.5", "--workers", "1",
-            "--seed", "7", "--budget", "500000", "--interleaved-budget", "300000", "--support-reserve", "1000",
-            "--solver", "greedy"]
-    assert runner.invoke(app, args).exit_code == 2
-    assert seen["time_limit"] == 3.5 and seen["workers"] == 1
-    assert ((seen["seed"], seen["budget"], seen["interleaved_budget"], seen["support_reserve"])
-            == (7, 500000, 300000, 1000))
-    assert (seen["scope"].value, seen["solver"].value) == ("full", "greedy")  # full: the default scope
 
 
 def test_unknown_scope_is_a_clear_error(tmp_path):
@@ -195,12 +116,94 @@ def test_a_budget_problem_names_the_file_and_field_or_the_option(tmp_path, chang
     assert all(word in errors[0] for word in words), result.stderr
 
 
-def test_show_json_carries_the_plans_own_figures():
-    result = runner.invoke(app, ["show", str(REFERENCE), "--json", "--top", "3"])
+def test_the_input_is_overwritten_only_with_in_place(tmp_path):
+    plan = tmp_path / "plan.json"
+    plan.write_bytes(REFERENCE.read_bytes())
+    for extra in ([], ["--force"]):
+        code, _, stderr = run("optimize", str(plan), "-o", str(plan), *extra)
+        assert code == 2
+        one_line_error(stderr, "is an input of this run", "--in-place")
+        assert plan.read_bytes() == REFERENCE.read_bytes()
+    code, _, _ = run("optimize", str(plan), "--in-place", "--workers", "1", "--json")
+    assert code == 0 and plan.read_bytes() != REFERENCE.read_bytes()
+    assert check(load_plan(plan)) == [] and entries(tmp_path) == {"plan.json"}
+
+
+def test_optimize_needs_an_output_or_in_place():
+    code, _, stderr = run("optimize", str(REFERENCE))
+    assert code == 2
+    one_line_error(stderr, "-o OUTPUT", "--in-place")
+
+
+def test_optimize_report_marks_the_free_values_of_the_runs_scope(tmp_path, facts, spaces):
+    page = tmp_path / "storage.html"
+    args = ["optimize", str(REFERENCE), "-o", str(tmp_path / "o.json"), "--scope", "storage", "--workers", "1",
+            "--time-limit", "5", "--report", str(page)]
+    assert runner.invoke(app, args).exit_code == 0
+    text = page.read_text()
+    step, marks = anatomy_marks(text)
+    result = load_plan(tmp_path / "o.json")
+    assert step == plan_facts(result).estimate.total_peak_step
+    # value ids are the input's: the run's space (of the input) says which of those live here it could move
+    assert marks == expected_marks(plan_facts(result), spaces["storage"], step)
+    assert "free" in marks.values() and "frozen" in marks.values()
+    assert "scope <b id='scope'>storage</b>" in text
+
+
+def test_sweep_cli_json_and_report(tmp_path):
+    page = tmp_path / "sweep.html"
+    result = runner.invoke(app, ["sweep", str(REFERENCE), "--scope", "kernels", "--workers", "1", "--json",
+                                 "--points", "3", "--report", str(page)])
     assert result.exit_code == 0, result.output
-    shown = json.loads(result.stdout)
-    raw = json.loads(REFERENCE.read_text())
-    assert ((shown["raw_peak"], shown["total_peak_step"], shown["peak"])
-            == (367_216, raw["total_peak_step"], raw["peak"]))
-    assert (shown["fits_budget"], shown["effective_peak_bytes"]) == (raw["fits_budget"], raw["effective_peak_bytes"])
-    assert shown["exchange"]["total"] == 699_219_304 and len(shown["contributors"]) == 3
+    summary = json.loads(result.stdout)
+    assert summary["complete"] and 2 <= len(summary["points"]) <= 3
+    text = page.read_text()
+    assert '<svg id="front"' in text and text.count('class="point"') == len(summary["points"])
+
+
+def test_the_chain_is_solved_written_and_scored_by_the_contests_definition(tmp_path):
+    instance, solution = tmp_path / "chain.json", tmp_path / "chain.solution.json"
+    instance.write_text(json.dumps(CHAIN))
+    result = runner.invoke(app, ["iopddl", str(instance), "-o", str(solution), "--json", "--time-limit", "10"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert (summary["status"], summary["cost"], summary["valid"], summary["forbidden"]) == ("solved", CHAIN_OPTIMUM,
+                                                                                            True, 0)
+    assert json.loads(solution.read_text()) == [1, 1, 1]
+
+
+def test_a_limit_no_solution_meets_is_exit_3_and_nothing_written(tmp_path):
+    instance, solution = tmp_path / "unmeetable.json", tmp_path / "solution.json"
+    instance.write_text(json.dumps(document([(0, 5), (2, 9)], [(5, 1), (2, 3)], [(40, 60), (50, 10)], limit=12)))
+    result = runner.invoke(app, ["iopddl", str(instance), "-o", str(solution), "--time-limit", "10"])
+    assert result.exit_code == 3 and not solution.exists()
+    assert result.stderr.splitlines()[-1].startswith("no solution meets the usage limit (proven)")
+
+
+def _large_document(nodes: int = 3000, strategies: int = 6, seed: int = 5) -> dict:
+    """Long enough to solve that a Ctrl-C lands in the solver (edges between neighbours, a limit at mid usage)."""
+    rng = np.random.default_rng(seed)
+    starts = rng.integers(0, 1000, nodes)
+    intervals = [(int(s), int(s + rng.integers(1, 200))) for s in starts]
+    costs = rng.integers(0, 100, (nodes, strategies)).tolist()
+    usages = rng.integers(1, 100, (nodes, strategies)).tolist()
+    edges = [((k, k + 1), rng.integers(0, 50, strategies * strategies).tolist()) for k in range(nodes - 1)]
+    return document(intervals, costs, usages, edges, limit=6000)
+
+
+def test_ctrl_c_while_solving_is_one_line_exit_130_and_nothing_written(tmp_path):
+    """It gave exit 0 and "feasible" with no word of the interrupt."""
+    instance, solution = tmp_path / "large.json", tmp_path / "solution.json"
+    instance.write_text(json.dumps(_large_document()))
+    process = subprocess.Popen([sys.executable, "-m", "ipuplan", "iopddl", str(instance), "-o", str(solution),
+                                "--time-limit", "120"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    for line in process.stderr:
+        if line.split()[:2] == ["problem", "built"]:
+            break
+    time.sleep(0.3)
+    process.send_signal(signal.SIGINT)
+    rest = process.stderr.read()
+    assert process.wait(timeout=60) == 130, rest
+    lines = [line for line in rest.splitlines() if not line.startswith("  ")]
+    assert lines == ["interrupted: nothing written"] and "Traceback" not in rest
+    assert not solution.exists()

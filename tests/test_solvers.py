@@ -10,7 +10,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
-from problems import b, problem
+from problems import STALL, b, consistent, problem
 from typer.testing import CliRunner
 
 import ipuplan
@@ -28,13 +28,6 @@ SETTINGS = SolverSettings(time_limit=5, workers=1, deterministic=True)
 HIGHS = pytest.param("highs", marks=pytest.mark.skipif(find_spec("scipy") is None, reason="HiGHS needs SciPy"))
 EXACT = ["cpsat", HIGHS]
 ALL = ["cpsat", HIGHS, "greedy"]
-
-
-def consistent(p: Problem, result) -> None:
-    """What every backend promises about a result that has a solution."""
-    assert result.exchange_bytes == p.exchange_of(result.choice)
-    assert result.changed_values == p.changed_of(result.choice)
-    assert p.usage(result.choice).peak == result.peak
 
 
 # Group A (3 candidates, standard) and group B (2 candidates, interleaved); A's candidate 2 is
@@ -138,22 +131,6 @@ def test_infeasible_budgets_give_no_choice(backend):
     result = solve(INFEASIBLE, SETTINGS, backend)
     expected = SolveStatus.NO_SOLUTION if backend == "greedy" else SolveStatus.INFEASIBLE
     assert (result.status, result.peak, result.choice) == (expected, None, INFEASIBLE.input_choice)
-
-
-# Both steps hold A and B, each at 50 in the input (peak 100). A's other candidate is small at step 0 and
-# large at step 1, B's the other way round: either switch alone raises a step to 120, both give 80.
-#   step 0 = A[50, 10] + B[50, 70]   step 1 = A[50, 70] + B[50, 10]   per-step bound 60
-STALL = problem(
-    [StepRow(0, 0, 0, ((0, b(50, 10), b(0, 0)), (1, b(50, 70), b(0, 0)))),
-     StepRow(1, 0, 0, ((0, b(50, 70), b(0, 0)), (1, b(50, 10), b(0, 0))))],
-    (2, 2),
-)
-
-
-def test_greedy_stalls_where_two_groups_must_change_together():
-    greedy = solve(STALL, SETTINGS, "greedy")
-    assert (greedy.status, greedy.peak, greedy.choice, greedy.bound) == (SolveStatus.FEASIBLE, 100, (0, 0), 60)
-    consistent(STALL, greedy)
 
 
 @pytest.mark.parametrize("backend", EXACT)

@@ -5,13 +5,11 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from reference import with_step
 
 from ipuplan.errors import IpuplanError
-from ipuplan.facts.plan_facts import plan_facts
 from ipuplan.space import scopes
 from ipuplan.space.scopes import Level, Scope, UnknownScope, candidate_space, levels_of
-from ipuplan.space.types import Candidate, Decisions, FreeGroup, Freeze, FreezeReason
+from ipuplan.space.types import Candidate, Decisions, FreeGroup
 
 
 def test_kernels_scope_adds_gemm_and_attention_families(spaces):
@@ -38,48 +36,11 @@ def test_every_value_is_in_exactly_one_group(facts, spaces, scope):
     assert counts == Counter(range(len(facts.plan.values)))
 
 
-@pytest.mark.parametrize("scope", ["storage", "kernels"])
-def test_frozen_reasons_are_typed_and_their_labels_carry_no_numbers(spaces, scope):
-    for group in spaces[scope].frozen:
-        assert isinstance(group.reason, FreezeReason)
-        assert isinstance(group.reason.kind, Freeze)
-        assert not any(c.isdigit() for c in group.reason.group_label), group.reason.group_label
-
-
-@pytest.mark.parametrize("scope", ["storage", "kernels"])
-def test_frozen_reasons_name_what_holds_a_value(reference_plan, spaces, scope):
-    """A loop body's bias or norm parameter never dies at the kernel that reads it: the reason names that kernel
-    (an operand the dataflow does not show), never 'no reader identified'; a value no step holds says so."""
-    reasons = spaces[scope].reasons()
-    assert not [v for v, reason in reasons.items() if reason is not None and reason.kind is Freeze.NO_READER]
-    qkv_bias = reasons[52]  # vit.encoder.attention.qkv.bias (body argument), added to the qkv Gemm's result
-    assert reference_plan.values[52].name == "vit.encoder.attention.qkv.bias (body argument)"
-    assert (qkv_bias.kind, qkv_bias.step, qkv_bias.operation) == (Freeze.UNSHOWN_READ, 15, "Add")
-    assert str(qkv_bias).startswith("may be read by Add at step 15 (an operand the dataflow does not show")
-    scale = reasons[49]  # vit.encoder.attention_norm.scale (body argument)
-    assert (scale.kind, scale.operation, scale.step) == (Freeze.UNSHOWN_READ, "LayerNorm", 8)
-    assert [v for v, reason in reasons.items() if reason is not None and reason.kind is Freeze.NEVER_LIVE] == [
-        72, 73, 111, 112]
-    assert all(not any(v in s.live for s in reference_plan.steps) for v in (72, 73, 111, 112))
-
-
 def test_unknown_scope_is_refused(facts):
     with pytest.raises(UnknownScope) as raised:
         candidate_space(facts, "everything")
     assert isinstance(raised.value, IpuplanError)
     assert "storage" in str(raised.value) and "kernels" in str(raised.value)
-
-
-def test_an_unknown_operation_freezes_what_is_live_there(reference_plan, spaces):
-    step = 19  # a Copy where 13 values of free storage groups are live
-    free_before = {m for g in spaces["storage"].free for m in g.members} & set(reference_plan.steps[step].live)
-    assert free_before
-    mutated = with_step(reference_plan, step, operation="FancyFusedThing { lanes: 4 }")
-    reasons = candidate_space(plan_facts(mutated), "storage").reasons()
-    assert not [v for v in reference_plan.steps[step].live if reasons.get(v, "absent") is None]
-    for value in free_before:
-        reason = reasons[value]
-        assert (reason.kind, reason.step, reason.operation) == (Freeze.UNKNOWN_OPERATION, step, "FancyFusedThing")
 
 
 def test_scopes_are_ordered_as_defined_narrowest_first():

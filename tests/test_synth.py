@@ -1,11 +1,8 @@
 from __future__ import annotations
 
 import pytest
-from reference import REFERENCE
-from typer.testing import CliRunner
 
-from ipuplan import PlanError, dump_plan, load_plan
-from ipuplan.cli import app
+from ipuplan import PlanError, dump_plan
 from ipuplan.facts.check import check
 from ipuplan.facts.dataflow import dataflow
 from ipuplan.facts.estimate import estimate
@@ -59,19 +56,3 @@ def test_a_size_synth_cannot_hold_is_refused_before_it_is_built(reference_plan):
         unroll(reference_plan, copies)
     with pytest.raises(PlanError, match="10000000 layers would make a plan of .* values; synth makes at most"):
         repeat_layers(reference_plan, 10_000_000)
-
-
-def test_synth_cli(tmp_path):
-    out = tmp_path / "deep.json"
-    result = CliRunner().invoke(app, ["synth", str(REFERENCE), "-o", str(out), "--layers", "4", "--budget-factor", "2"])
-    assert result.exit_code == 0, result.output
-    assert "200 values, 116 steps" in result.stdout
-    assert check(load_plan(out)) == []
-
-
-def test_synth_cli_refuses_a_plan_too_large_in_one_line(tmp_path):
-    out = tmp_path / "huge.json"
-    result = CliRunner().invoke(app, ["synth", str(REFERENCE), "-o", str(out), "--unroll", "6000"])
-    assert result.exit_code == 2 and not out.exists()
-    assert result.stderr.strip().splitlines()[-1].endswith("6000 unrolled copies would make a plan of "
-                                                           "1,056,000 values; synth makes at most 1,000,000")

@@ -1,0 +1,29 @@
+"""Layout strings (plan/layout.py): every one of models/ round-trips, the fields a layout carries, element sizes."""
+
+from __future__ import annotations
+
+import pytest
+from reference import ALL_PLANS
+
+from ipuplan import load_plan
+from ipuplan.plan.layout import element_size, format_layout, parse_layout
+
+
+@pytest.mark.parametrize("path", ALL_PLANS, ids=lambda p: p.name)
+def test_every_layout_string_round_trips(path):
+    for text in (value.layout for value in load_plan(path).values):
+        assert format_layout(parse_layout(text)) == text
+
+
+def test_layout_fields(reference_plan):
+    layout = parse_layout(reference_plan.values[8].layout)
+    assert layout.order_kind == "BlockMajor(Matrix)"
+    assert (layout.tile_count, layout.replicas, layout.memory_class) == (144, 1, "Ipu21Interleaved")
+    assert [(a.axis.kind, a.axis.index, a.partitions, a.block_size, a.tile_stride) for a in layout.axes] == [
+        ("FromEnd", 1, 36, 16, 1),
+        ("FromEnd", 2, 4, 288, None),
+    ]
+
+
+def test_element_sizes():
+    assert [element_size(p) for p in ("F16", "F32", "F8F143 { scale_exponent: -4 }")] == [2, 4, 1]

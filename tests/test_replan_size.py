@@ -1,0 +1,53 @@
+"""How big a run will be, said before it starts (`replan.size`): its memory estimated from the plan's counts, and a
+run or a derived plan past the memory limit refused in one line before its heavy stages."""
+
+from __future__ import annotations
+
+import pytest
+from reference import ALL_PLANS
+
+from ipuplan import PlanError, load_plan
+from ipuplan.replan import pipeline
+from ipuplan.replan.options import OptimizeOptions
+from ipuplan.replan.size import RunTooLarge, memory_limit, require_synth_fits, run_size, synth_size
+
+
+def test_a_run_past_the_memory_limit_is_refused_before_its_facts(reference_plan, monkeypatch):
+    monkeypatch.setattr(pipeline, "plan_facts", lambda *args: pytest.fail("the facts were computed"))
+    with pytest.raises(RunTooLarge) as refused:
+        pipeline.prepare(reference_plan, OptimizeOptions(memory_limit="100M"))
+    assert isinstance(refused.value, PlanError) and refused.value.exit_code == 2
+    assert str(refused.value) == ("<plan>: the run would need about 550 MiB (176 values, 116 steps, 3,170 live "
+                                  "entries); --memory-limit is 100 MiB")
+
+
+def test_the_default_limit_refuses_no_plan_of_models():
+    for path in ALL_PLANS:
+        size = run_size(load_plan(path), OptimizeOptions())
+        assert size.bytes < min(memory_limit(), 2 << 30), path
+
+
+def test_the_estimate_counts_tiles_only_where_the_exact_exchange_is_priced(reference_plan):
+    wide = reference_plan.model_copy(update={"tile_count": 1 << 20})
+    priced, unpriced = OptimizeOptions(), OptimizeOptions(exact_exchange="never")
+    assert run_size(wide, priced).bytes - run_size(reference_plan, priced).bytes > 2 << 30
+    assert run_size(wide, unpriced).bytes == run_size(reference_plan, unpriced).bytes
+    assert "1,048,576 tiles" in run_size(wide, priced).counts
+
+
+def test_a_refusal_says_what_the_run_needs_without_the_exact_exchange(reference_plan):
+    with pytest.raises(RunTooLarge, match=r"--memory-limit is 400 MiB \(with --exact-exchange never: about 154 MiB\)$"):
+        pipeline.prepare(reference_plan, OptimizeOptions(memory_limit="400M"))
+    assert run_size(reference_plan, OptimizeOptions(exact_exchange="never")).bytes < 400 << 20
+
+
+def test_synth_is_refused_past_the_limit_naming_what_was_asked():
+    counts = (880_000, 580_000, 27_457_678)  # the reference plan unrolled 5,000 times
+    needed = synth_size(*counts)
+    assert synth_size(1, 1, 1) < needed < synth_size(counts[0] + 1, *counts[1:])
+    require_synth_fits("--unroll 5000", *counts, limit=needed)  # exactly the limit: made
+    with pytest.raises(RunTooLarge) as refused:
+        require_synth_fits("--unroll 5000", *counts, limit=needed - 1)
+    assert str(refused.value).startswith("<plan>: --unroll 5000 would make a plan of ~880,000 values and "
+                                         "~27,457,678 live entries")
+    assert memory_limit(needed) == needed  # a limit given is the limit

@@ -15,7 +15,15 @@ from ipuplan.model.objective import Objective
 from ipuplan.model.problem import FORBIDDEN, Edge, StepRow
 from ipuplan.plan.budgets import Budgets
 from ipuplan.solvers.construct import GroupRows
-from ipuplan.solvers.lagrange import _induced_forest, _tree_choice, descend, lagrangian, least_bytes, relieve
+from ipuplan.solvers.lagrange import (
+    _induced_forest,
+    _tree_choice,
+    descend,
+    lagrangian,
+    least_bytes,
+    relieve,
+    unforbid,
+)
 
 F = FORBIDDEN
 
@@ -97,3 +105,23 @@ def test_the_least_bytes_start_never_picks_a_candidate_forbidden_alone():
     row = StepRow(0, 0, 0, ((0, b(60, 10), b(0, 0)),))
     p = problem([row], (2,), exchange=((0, F),), sizes=(0,))
     assert least_bytes(p) == [0]
+
+
+def test_unforbid_sheds_forbidden_picks_without_breaking_a_limit():
+    # Limit 100 at one row; (1, 1) is 30 bytes but its pair is forbidden. Shedding it: group 0 to 60 bytes (80 in all,
+    # exchange 0) or group 1 to 85 (95, exchange 7) fit; group 1 to 95 (105) does not.
+    row = StepRow(0, 0, 0, ((0, b(60, 10), b(0, 0)), (1, b(85, 20, 95), b(0, 0, 0))))
+    p = problem([row], (2, 3), exchange=((0, 0), (7, 0, 3)), sizes=(0, 0), limits=Budgets(100, 0, 0).limits[:1],
+                edges=[Edge(0, 1, np.array([[0, 0, 0], [0, F, 0]]))])
+    start = (1, 1)
+    assert p.forbidden_in(start) == 1 and not p.usage(start).violation(p.limits)
+    shed = tuple(unforbid(p, start, GroupRows(p)))
+    assert valid(p, shed) and shed != start
+    assert shed in {(0, 1), (1, 0)} and p.exchange_of(shed) == min(p.exchange_of(c) for c in ((0, 1), (1, 0)))
+
+
+def test_unforbid_leaves_a_pick_no_fitting_move_sheds():
+    row = StepRow(0, 0, 0, ((0, b(60, 10), b(0, 0)), (1, b(95, 20), b(0, 0))))
+    p = problem([row], (2, 2), exchange=((0, 0), (0, 0)), sizes=(0, 0), limits=Budgets(100, 0, 0).limits[:1],
+                edges=[Edge(0, 1, np.array([[F, F], [F, F]]))])
+    assert tuple(unforbid(p, (1, 1), GroupRows(p))) == (1, 1)

@@ -8,9 +8,10 @@ fixed groups at those groups' picks, and the forest is solved exactly by min-sum
 (`_tree_choice`). The rows still over a limit raise their price (subgradient steps), and each round's choice is
 made valid by `relieve` (moves off the rows over a limit, the least exchange per byte relieved, never to a forbidden
 pick) and `unforbid` (moves that shed forbidden picks and fit, min-conflicts; also the first step from a start within
-the limits that makes forbidden picks) and improved by `descend` (one-group moves priced exactly with every incident edge, only where every row
-keeps within its limit). The best choice of the rounds is the start; a round that leaves an invalid best no better
-ends them (the start is stuck). Round and move caps, and a clock only when asked (`deadline`).
+the limits that makes forbidden picks) and improved by `descend` (one-group moves priced exactly with every incident
+edge, only where every row keeps within its limit). The best choice of the rounds is the start; a round that leaves
+an invalid best no better ends them (the start is stuck). Round and move caps, and a clock only when asked
+(`deadline`).
 """
 
 from __future__ import annotations

@@ -125,3 +125,15 @@ def test_unforbid_leaves_a_pick_no_fitting_move_sheds():
     p = problem([row], (2, 2), exchange=((0, 0), (0, 0)), sizes=(0, 0), limits=Budgets(100, 0, 0).limits[:1],
                 edges=[Edge(0, 1, np.array([[F, F], [F, F]]))])
     assert tuple(unforbid(p, (1, 1), GroupRows(p))) == (1, 1)
+
+
+def test_unforbid_moves_a_chain_of_groups_that_must_agree():
+    # Three groups whose edges allow only equal picks (IOPDDL's edges between nodes of one sharding), group 0's
+    # candidate 0 forbidden alone. At (1, 0, 0) the pair (0, 1) is forbidden; no single move sheds it (group 1 to 1
+    # breaks the pair (1, 2)), the chain group 1 then group 2 does.
+    equal = np.array([[0, F], [F, 0]])
+    row = StepRow(0, 0, 0, ((0, b(1, 1), b(0, 0)), (1, b(1, 1), b(0, 0)), (2, b(1, 1), b(0, 0))))
+    p = problem([row], (2, 2, 2), exchange=((F, 0), (0, 0), (0, 0)), sizes=(0, 0, 0),
+                limits=Budgets(100, 0, 0).limits[:1], edges=[Edge(0, 1, equal), Edge(1, 2, equal)])
+    assert p.forbidden_in((1, 0, 0)) == 1
+    assert tuple(unforbid(p, (1, 0, 0), GroupRows(p))) == (1, 1, 1)

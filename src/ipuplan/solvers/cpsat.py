@@ -426,13 +426,12 @@ def _pairwise_fit(problem: Problem, objective: Objective, soft: bool) -> bool:
 def searched_start(problem: Problem, settings: SolverSettings | None,
                    on_valid: Callable[[tuple[int, ...]], None] | None = None) -> tuple[int, ...]:
     """The Lagrangian start (`lagrange.lagrangian`) from the input, from each group's cheapest candidate and from its
-    least bytes (`lagrange.least_bytes`), in that order but those within the limits first (one over them needs
-    `relieve`'s moves, each a pass over the groups of a row: from the input of IOPDDL A, 16 T over the limit, a
-    round took 140 s; from its cheapest, within the limit, the first round is valid), until one is valid (IOPDDL B:
-    from the input 5.7 M; M: from the least bytes valid at once). They share one deadline, the "lagrangian start"
-    share of the time limit (none without settings or when deterministic: their rounds are capped anyway; IOPDDL A,
-    35 s left after the reduction: 6 s to build the GroupRows, then the cheapest start's first round, 7 s, is its
-    first valid choice), and one GroupRows (`lagrange.group_rows`, kept for the neighbourhood search): a start that
+    least bytes (`lagrange.least_bytes`), in that order but those within the limits first, and among them the fewest
+    forbidden picks first (IOPDDL K: the least bytes' 6,007 are shed in 5 s, the cheapest's 16,561 were not in the
+    time left), until one is valid. One over the limits needs `relieve`'s moves, each a pass over the groups of a row:
+    from the input of IOPDDL A, 16 T over the limit, a round took 140 s. They share one deadline, the "lagrangian
+    start" share of the time limit (none without settings or when deterministic: their rounds are capped anyway), and
+    one GroupRows (`lagrange.group_rows`, kept for the neighbourhood search; 6 s to build on IOPDDL A): a start that
     is stuck leaves the rest to the next. Then the constructive choice when the start still breaks a budget or makes a
     forbidden pick and is better (only where the whole model fits: the repair's moves each sort the rows, 66 s on
     IOPDDL A)."""
@@ -441,7 +440,8 @@ def searched_start(problem: Problem, settings: SolverSettings | None,
     seed = settings.seed if settings else 0
     begins = [tuple(begin(problem)) for begin in (lambda problem: problem.input_choice, cheapest, least_bytes)]
     found = None
-    for begin in sorted(begins, key=lambda choice: problem.usage(choice).violation(problem.limits) > 0):
+    for begin in sorted(begins, key=lambda choice: (problem.usage(choice).violation(problem.limits) > 0,
+                                                    problem.forbidden_in(choice))):
         again = lagrangian(problem, begin, seed=seed, deadline=deadline, on_valid=on_valid)
         found = again if found is None else min(found, again, key=lambda choice: _rank(problem, choice, Objective.FIT))
         if problem.valid(found):

@@ -427,13 +427,13 @@ def searched_start(problem: Problem, settings: SolverSettings | None,
                    on_valid: Callable[[tuple[int, ...]], None] | None = None) -> tuple[int, ...]:
     """The Lagrangian start (`lagrange.lagrangian`) from the input, from each group's cheapest candidate and from its
     least bytes (`lagrange.least_bytes`), in that order but those within the limits first, and among them the fewest
-    forbidden picks first (IOPDDL K: the least bytes' 6,007 are shed in 5 s, the cheapest's 16,561 were not in the
-    time left), until one is valid. One over the limits needs `relieve`'s moves, each a pass over the groups of a row:
-    from the input of IOPDDL A, 16 T over the limit, a round took 140 s. They share one deadline, the "lagrangian
-    start" share of the time limit (none without settings or when deterministic: their rounds are capped anyway), and
-    one GroupRows (`lagrange.group_rows`, kept for the neighbourhood search; 6 s to build on IOPDDL A): a start that
-    is stuck leaves the rest to the next. Then the constructive choice when the start still breaks a budget or makes a
-    forbidden pick and is better (only where the whole model fits: the repair's moves each sort the rows, 66 s on
+    forbidden picks first (IOPDDL K: its least bytes' 6,007 are shed in 10 s, its cheapest is stuck), until one is
+    valid. One over the limits needs `relieve`'s moves, each a pass over the groups of a row: from the input of IOPDDL
+    A, 16 T over the limit, a round took 140 s. They share one deadline, the "lagrangian start" share of the time limit
+    (none without settings or when deterministic: their rounds are capped anyway), and one GroupRows
+    (`lagrange.group_rows`, kept for the neighbourhood search; 6 s to build on IOPDDL A): a start that is stuck leaves
+    the rest to the next. Then the constructive choice when the start still breaks a budget or makes a forbidden pick
+    and is better (only where the whole model fits: the repair's moves each sort the rows, 66 s on
     IOPDDL A)."""
     deadline = None if settings is None or settings.deterministic else time.perf_counter() + settings.wall(
         part("lagrangian start", settings.time_limit))

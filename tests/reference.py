@@ -4,6 +4,7 @@ its HTML report marks free or frozen."""
 
 from __future__ import annotations
 
+import builtins
 import re
 import sys
 from contextlib import redirect_stderr, redirect_stdout
@@ -18,6 +19,18 @@ ALL_PLANS = sorted(MODELS.glob("*.json"))
 CHIP6 = MODELS / "vit-so400m-6layers-chip.json"
 """Six layers on the real chip's budgets: scope storage cannot meet them, and a cap leaves its best Gemm splits out."""
 PYTHON = [sys.executable, "-m", "ipuplan"]
+
+
+def without_module(monkeypatch, prefix: str) -> None:
+    """Imports of `prefix` (and its submodules) fail for the rest of the test, as on a machine without the package."""
+    real = builtins.__import__
+
+    def refused(name, *args, **kwargs):
+        if name.startswith(prefix):
+            raise ImportError(name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", refused)
 
 
 def with_value(plan: Plan, value_id: int, **changes) -> Plan:

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from reference import REFERENCE
+from reference import REFERENCE, without_module
 from typer.testing import CliRunner
 
 from ipuplan import load_plan
@@ -75,20 +75,6 @@ def test_jobs_respect_cores():
 def test_refuses_to_write_over_inputs(inputs):
     with pytest.raises(PlanError, match="outputs would overwrite"):
         explore([inputs], inputs)
-
-
-def without_module(monkeypatch, missing: str) -> None:
-    """Importing `missing` fails from here on in the test, as when the package is not installed."""
-    import builtins
-
-    real_import = builtins.__import__
-
-    def refusing(name, *args, **kwargs):
-        if name == missing:
-            raise ImportError(f"no {missing}")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", refusing)
 
 
 def test_missing_ray_says_how_to_install(inputs, tmp_path, monkeypatch):

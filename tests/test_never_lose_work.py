@@ -3,7 +3,6 @@ refused, explore integrity."""
 
 from __future__ import annotations
 
-import builtins
 import hashlib
 import json
 import os
@@ -12,7 +11,7 @@ import sys
 import time
 
 import pytest
-from reference import PYTHON, REFERENCE, entries, one_line_error, run, with_value
+from reference import PYTHON, REFERENCE, entries, one_line_error, run, with_value, without_module
 
 from ipuplan import load_plan, write_plan
 from ipuplan.errors import OutputError
@@ -152,14 +151,7 @@ def test_explore_checks_each_output_before_skipping_it(tmp_path):
 
 
 def test_report_png_without_matplotlib_writes_nothing(tmp_path, monkeypatch):
-    real_import = builtins.__import__
-
-    def no_matplotlib(name, *args, **kwargs):
-        if name.startswith("matplotlib"):
-            raise ImportError(name)
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    without_module(monkeypatch, "matplotlib")
     code, _, stderr = run("report", str(REFERENCE), "-o", str(tmp_path / "r.html"), "--png", str(tmp_path / "t.png"))
     assert code == 2
     one_line_error(stderr, "ipuplan[plot]")

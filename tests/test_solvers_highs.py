@@ -3,13 +3,13 @@ the reference plan's problem and with brute force on hand-made ones, and without
 
 from __future__ import annotations
 
-import builtins
 from dataclasses import replace
 from importlib.util import find_spec
 
 import pytest
 from measures import absolute_floor
 from problems import BUDGETED, TWO_STEPS, best_by_brute_force
+from reference import without_module
 
 from ipuplan.model.objective import Objective
 from ipuplan.solvers import SolverSettings, SolveStatus, highs, solve
@@ -40,13 +40,6 @@ def test_the_model_without_reduction_reaches_the_brute_force_optimum(p, objectiv
 
 
 def test_without_scipy_the_backend_names_what_to_install(monkeypatch):
-    real = builtins.__import__
-
-    def no_scipy(name, *args, **kwargs):
-        if name.startswith("scipy"):
-            raise ImportError(name)
-        return real(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_scipy)
+    without_module(monkeypatch, "scipy")
     with pytest.raises(HighsMissing, match=r"--solver highs needs SciPy: pip install 'ipuplan\[highs\]'"):
         solve(TWO_STEPS, SETTINGS, "highs")

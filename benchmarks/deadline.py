@@ -44,8 +44,8 @@ def unrolled(copies: int, folder: Path) -> Path:
     return path
 
 
-def run(plan: Path, limit: float, folder: Path) -> dict:
-    """One optimise run, timed from outside."""
+def run(plan: Path, values: int, limit: float, folder: Path) -> dict:
+    """One optimise run of `plan` (of `values` values), timed from outside."""
     load = os.getloadavg()[0]
     started = time.perf_counter()
     done = subprocess.run(["/usr/bin/time", "-f", "%M", *IPUPLAN, "optimize", str(plan), "-o",
@@ -55,7 +55,7 @@ def run(plan: Path, limit: float, folder: Path) -> dict:
     summary = json.loads(done.stdout) if done.stdout.strip() else {}
     rss = int(done.stderr.strip().splitlines()[-1]) // 1024 if done.stderr.strip() else 0
     estimate = summary.get("mandatory_seconds_estimate")
-    return {"values": _values(plan), "T s": limit, "wall s": round(wall, 2),
+    return {"values": values, "T s": limit, "wall s": round(wall, 2),
             "within": wall <= limit + max(1.0, 0.1 * limit), "estimate s": estimate,
             "said": estimate is not None and estimate > limit, "exit": done.returncode, "status": summary.get("status"),
             "gap": None if summary.get("gap") is None else f"{summary['gap']:.2%}",
@@ -90,8 +90,9 @@ def main() -> None:
         folder = Path(scratch)
         for copies in args.unroll:
             plan = unrolled(copies, folder)
+            values = _values(plan)
             for limit in args.limits:
-                rows.append(run(plan, limit, folder))
+                rows.append(run(plan, values, limit, folder))
                 print(rows[-1], flush=True)
     title = f"deadline: --time-limit T end to end, {'busy (2 busy loops beside)' if args.busy else 'alone'}"
     print_table(rows, title)

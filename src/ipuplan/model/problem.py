@@ -480,22 +480,23 @@ def _stable_alive(slots: _Slots, rules: list[tuple[np.ndarray, np.ndarray, np.nd
     Repeated, every row at once, until nothing more drops (dropping is monotone: the order of the drops does not
     change where it ends). A relaxation: every choice of a choice meeting the rules stays."""
     dropped = True
+    lowest = [_segment_least(entry_bytes, slots) for _, _, entry_bytes, _ in rules]  # of all entries, dropped or not
     while dropped:
         dropped = False
-        for base, fixed, entry_bytes, cap in rules:
-            over = _over(slots, base, fixed, entry_bytes, cap, alive)
+        for (base, fixed, entry_bytes, cap), least_of_all in zip(rules, lowest):
+            over = _over(slots, base, fixed, entry_bytes, cap, alive, least_of_all)
             if over.any():
                 alive[slots.choice[over]] = False
                 dropped = True
 
 
 def _over(slots: _Slots, base: np.ndarray, fixed: np.ndarray, entry_bytes: np.ndarray, cap: int,
-          alive: np.ndarray) -> np.ndarray:
+          alive: np.ndarray, least_of_all: np.ndarray) -> np.ndarray:
     """Per entry, whether it is alive and its slot's fullest row, the others at their least alive, passes `cap` with
-    it (a slot whose entries all dropped counts at its least of all: the rows stay a relaxation)."""
+    it (a slot whose entries all dropped counts at `least_of_all`, its least: the rows stay a relaxation)."""
     live = alive[slots.choice]
     least = np.minimum(fixed, _segment_least(np.where(live, entry_bytes, _NONE), slots))
-    least = np.where(least == _NONE, _segment_least(entry_bytes, slots), least)
+    least = np.where(least == _NONE, least_of_all, least)
     floor = base + np.bincount(slots.row, weights=least[slots.slot], minlength=slots.rows).astype(np.int64)
     worst = np.full(len(slots.start), np.iinfo(np.int64).min, dtype=np.int64)
     np.maximum.at(worst, slots.slot, floor[slots.row])

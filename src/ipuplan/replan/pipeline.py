@@ -374,10 +374,7 @@ def solve_prepared(prepared: Prepared, progress: Progress | None = None, on_phas
 
     With one worker each phase's limit is its share of CP-SAT's deterministic units, the same on every machine, so
     that the bytes written do not hang on its speed; no solve runs past the deadline."""
-    settings = prepared.options.solver_settings(dump_model)
-    deadline = Deadline.starting(prepared.options.time_limit, settings.deterministic, started,
-                                 reserve=prepared.size.tail_seconds if prepared.size else 0.0)
-    settings = replace(settings, ends_at=deadline.ends_at)
+    deadline, settings = run_clock(prepared, prepared.options.solver_settings(dump_model), started)
     path = run_path(prepared)
     peak = peak_phase(prepared, settings, deadline, path, progress, on_phase)
     if _needs_explaining(peak.prepared, peak.solved):
@@ -385,6 +382,14 @@ def solve_prepared(prepared: Prepared, progress: Progress | None = None, on_phas
     priced = exchange_phase(peak, settings, deadline, path, progress, on_phase)
     on_phase("rewrite", "the chosen layouts written and the plan re-checked")
     return _result(priced.prepared, priced.solved, exact=priced.exact)
+
+
+def run_clock(prepared: Prepared, settings: SolverSettings, started: float | None) -> tuple[Deadline, SolverSettings]:
+    """A run's one `Deadline` (`time_limit` from `started`, the rewrite's time set aside at its end), and `settings`
+    that stop every solve at it."""
+    deadline = Deadline.starting(prepared.options.time_limit, settings.deterministic, started,
+                                 reserve=prepared.size.tail_seconds if prepared.size else 0.0)
+    return deadline, replace(settings, ends_at=deadline.ends_at)
 
 
 @dataclass(frozen=True)

@@ -35,10 +35,11 @@ from ipuplan.replan.pipeline import (
     explain_run,
     own_plan,
     prepare,
+    run_clock,
 )
 from ipuplan.replan.rewrite import rewrite
 from ipuplan.solvers import FrontPoint, SolverSettings, SolveStatus, pareto_front, solve
-from ipuplan.solvers.deadline import Deadline, part
+from ipuplan.solvers.deadline import part
 
 KIB = 1024
 
@@ -135,10 +136,7 @@ def sweep(plan: Plan, options: OptimizeOptions | None = None, *, max_points: int
         raise TypeError(f"sweep: min_step must be a share from 0 to below 1, got {min_step!r}")
     prepared = prepare(plan, options)
     problem = prepared.problem
-    settings = options.solver_settings()
-    deadline = Deadline.starting(options.time_limit, settings.deterministic, started,
-                                 reserve=prepared.size.tail_seconds if prepared.size else 0.0)
-    settings = replace(settings, ends_at=deadline.ends_at)
+    deadline, settings = run_clock(prepared, options.solver_settings(), started)
     path = ("peak", "exchange")
     first = first_point(problem, replace(settings, time_limit=deadline.share("peak", path)), options)
     alive = alive_within(problem, None)

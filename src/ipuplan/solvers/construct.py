@@ -64,6 +64,16 @@ class Pairing:
         found = self.forbidden(g, choice)
         return int(found[choice[g]]) if np.ndim(found) else 0
 
+    def picks_among(self, groups: set[int], choice) -> int:
+        """The choice's forbidden picks that involve any of `groups` (alone, or in a pair), each once."""
+        total = 0
+        for g in groups:
+            total += int(self.alone[g][choice[g]]) if g in self.alone else 0
+            for other, costs in self.incident.get(g, ()):
+                if costs[choice[g], choice[other]] >= FORBIDDEN and not (other in groups and other < g):
+                    total += 1
+        return total
+
     def picks(self, choice) -> tuple[int, list[int]]:
         """The choice's forbidden picks, and the groups they involve."""
         at = {g: self.at(g, choice) for g in self.priced}

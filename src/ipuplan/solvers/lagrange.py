@@ -158,6 +158,13 @@ def _past(deadline: float | None) -> bool:
     return deadline is not None and time.perf_counter() > deadline
 
 
+def _move(slack: Slack, choice: list[int], g: int, c: int) -> None:
+    """Group `g` to candidate `c`, in `choice` and in `slack`."""
+    if c != choice[g]:
+        slack.move(g, choice[g], c)
+        choice[g] = c
+
+
 def relieve(problem: Problem, choice, index: GroupRows, moves: int = RELIEF_MOVES,
             deadline: float | None = None) -> list[int]:
     """Moves off the row furthest over a limit while one is: of the groups live there, the switch with the least
@@ -181,8 +188,7 @@ def relieve(problem: Problem, choice, index: GroupRows, moves: int = RELIEF_MOVE
         if best is None:
             break
         _, g, c = best
-        slack.move(g, choice[g], c)
-        choice[g] = c
+        _move(slack, choice, g, c)
     return choice
 
 
@@ -258,23 +264,11 @@ def _shed_chain(g: int, choice: list[int], unary: list[np.ndarray], slack: Slack
             frontier += [(other, k, m.T) for other, m in pairing.incident.get(k, ())
                          if other not in was and m[choice[k], choice[other]] >= FORBIDDEN]
         touched = set(was) | {g}
-        if was and (_forbidden_around(pairing, touched, choice)
-                    < _forbidden_around(pairing, touched, _before(choice, was))):
+        if was and pairing.picks_among(touched, choice) < pairing.picks_among(touched, _before(choice, was)):
             return list(was)
         for k, c in reversed(list(was.items())):
             _move(slack, choice, k, c)
     return []
-
-
-def _forbidden_around(pairing, groups: set[int], choice) -> int:
-    """The forbidden picks that involve any of `groups`, each once."""
-    total = 0
-    for g in groups:
-        total += int(pairing.alone[g][choice[g]]) if g in pairing.alone else 0
-        for other, costs in pairing.incident.get(g, ()):
-            if costs[choice[g], choice[other]] >= FORBIDDEN and not (other in groups and other < g):
-                total += 1
-    return total
 
 
 def _before(choice: list[int], was: dict[int, int]) -> list[int]:
@@ -283,12 +277,6 @@ def _before(choice: list[int], was: dict[int, int]) -> list[int]:
     for k, c in was.items():
         earlier[k] = c
     return earlier
-
-
-def _move(slack: Slack, choice: list[int], g: int, c: int) -> None:
-    if c != choice[g]:
-        slack.move(g, choice[g], c)
-        choice[g] = c
 
 
 def descend(problem: Problem, choice, index: GroupRows, passes: int = DESCENT_PASSES,
@@ -309,8 +297,7 @@ def descend(problem: Problem, choice, index: GroupRows, passes: int = DESCENT_PA
             if not cheaper.any() or not (cheaper := cheaper & slack.fits(g, choice[g])).any():
                 continue
             best = int(np.flatnonzero(cheaper)[np.argmin(cost[cheaper])])
-            slack.move(g, choice[g], best)
-            choice[g] = best
+            _move(slack, choice, g, best)
             moved.add(g)
             moved.update(other for other, _ in index.pairing.incident.get(g, ()))
         if not moved:

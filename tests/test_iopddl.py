@@ -238,7 +238,7 @@ def test_the_problem_carries_the_costs_capped_at_forbidden():
     problem = problem_of(forbidding)
     assert problem.exchange == ((FORBIDDEN, 1), (0, 2))
     assert problem.edges[0].costs.tolist() == [[FORBIDDEN, 0], [0, 3]]
-    assert (problem.limits, problem.rows, problem.input_choice) == ((), (), (0, 0))
+    assert (problem.limits, tuple(problem.rows), problem.input_choice) == ((), (), (0, 0))
 
 
 def solved(instance):

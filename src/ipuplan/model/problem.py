@@ -12,10 +12,10 @@ whole scope). A cost at or above `FORBIDDEN` is a choice no solver may make.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
-from itertools import chain, compress
+from itertools import chain, compress, pairwise
 from operator import itemgetter
 
 import numpy as np
@@ -75,12 +75,40 @@ class Usage:
         return tuple(int(excess(limit, self.standard, self.interleaved).max(initial=0)) for limit in limits)
 
 
+def spread(first: np.ndarray, end: np.ndarray, weights: np.ndarray, rows: int) -> np.ndarray:
+    """Per row, the sum of the `weights` of the spans `[first, end)` that cover it: running totals, each span adding
+    its weight at its first row and taking it away after its last (exact int64, linear in spans and rows)."""
+    change = np.zeros(rows + 1, dtype=np.int64)
+    np.add.at(change, first, weights)
+    np.subtract.at(change, end, weights)
+    return np.cumsum(change[:rows])
+
+
+def span_maxima(per_row: np.ndarray, first: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per span `[first, end)` (none empty), the most of `per_row` over it: a sparse table of maxima over runs of
+    2^k rows, each span read as two runs that cover it."""
+    levels = [per_row]
+    while 2 ** len(levels) <= len(per_row):
+        half, last = 2 ** (len(levels) - 1), levels[-1]
+        levels.append(np.maximum(last[:-half], last[half:]))
+    if not len(first):
+        return np.zeros(0, dtype=per_row.dtype)
+    k = np.floor(np.log2(end - first)).astype(np.int64)
+    found = np.empty(len(first), dtype=per_row.dtype)
+    for level in np.unique(k).tolist():
+        at = np.flatnonzero(k == level)
+        found[at] = np.maximum(levels[level][first[at]], levels[level][end[at] - 2 ** level])
+    return found
+
+
 @dataclass(frozen=True)
 class TermTable:
-    """The rows' terms laid flat: each distinct term (a group's bytes per candidate) once, and where it occurs.
+    """The rows' terms laid flat: each distinct term (a group's bytes per candidate) once, and the spans of
+    consecutive rows it occurs at.
 
-    At 50k values the rows hold a million terms but only some 40k distinct ones (the step rows share the
-    arrays of equal live sets); sums over rows become one `bincount`, not a Python loop per term.
+    A term occurs at a run of rows (a value live from one step to a later one): its spans, not its occurrences, are
+    what sums over the rows read, as running totals (`spread`). IOPDDL A's 54 M occurrences are 29 k spans; at 50k
+    values a million occurrences are some 50k spans.
     """
 
     group: np.ndarray
@@ -90,10 +118,11 @@ class TermTable:
     standard: np.ndarray
     interleaved: np.ndarray
     """Every distinct term's bytes per candidate, end to end."""
-    row: np.ndarray
-    """Per occurrence (in row order), its row."""
-    term: np.ndarray
-    """Per occurrence, its distinct term."""
+    span_term: np.ndarray
+    """Per span (a run of consecutive rows a distinct term occurs at), its term."""
+    span_first: np.ndarray
+    span_end: np.ndarray
+    """Per span, its first row and the row after its last."""
     constant_standard: np.ndarray
     constant_interleaved: np.ndarray
     """Per row, the bytes no choice changes."""
@@ -112,6 +141,39 @@ class TermTable:
         return np.diff(np.append(self.start, len(self.standard)))
 
     @cached_property
+    def live_rows(self) -> np.ndarray:
+        """Per distinct term, the rows it occurs at."""
+        found = np.zeros(self.terms, dtype=np.int64)
+        np.add.at(found, self.span_term, self.span_end - self.span_first)
+        return found
+
+    @property
+    def occurrence_count(self) -> int:
+        """(row, term) occurrences: what the rows would hold written out one by one."""
+        return int(self.live_rows.sum())
+
+    @cached_property
+    def occurrences(self) -> tuple[np.ndarray, np.ndarray]:
+        """(row, term) of every occurrence, by row, then by group within a row: the spans written out, for the
+        callers that look at each (a plan's model rows; never needed on IOPDDL's 54 M)."""
+        lengths = self.span_end - self.span_first
+        owner = np.repeat(np.arange(len(lengths)), lengths)
+        row = self.span_first[owner] + np.arange(len(owner)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        term = self.span_term[owner]
+        order = np.lexsort((self.group[term], row))
+        return row[order], term[order]
+
+    @property
+    def row(self) -> np.ndarray:
+        """Per occurrence (`occurrences`), its row."""
+        return self.occurrences[0]
+
+    @property
+    def term(self) -> np.ndarray:
+        """Per occurrence (`occurrences`), its distinct term."""
+        return self.occurrences[1]
+
+    @cached_property
     def contents(self) -> np.ndarray:
         """Per distinct term, a number shared by exactly the terms of equal bytes per candidate (of any group)."""
         found = np.zeros(self.terms, dtype=np.int64)
@@ -127,20 +189,38 @@ class TermTable:
             numbered += int(inverse.max(initial=-1)) + 1
         return found
 
-    def row_sums(self, per_term: np.ndarray) -> np.ndarray:
+    def row_sums(self, per_occurrence: np.ndarray) -> np.ndarray:
         """Per row, the sum of a per-occurrence figure."""
-        return np.bincount(self.row, weights=per_term, minlength=self.rows).astype(np.int64)
+        return np.bincount(self.row, weights=per_occurrence, minlength=self.rows).astype(np.int64)
+
+    def term_sums(self, per_term: np.ndarray) -> np.ndarray:
+        """Per row, the sum of a per-distinct-term figure over the terms that occur there (running totals)."""
+        return spread(self.span_first, self.span_end, np.asarray(per_term, dtype=np.int64)[self.span_term], self.rows)
+
+    def term_maxima(self, per_row: np.ndarray) -> np.ndarray:
+        """Per distinct term, the most of a per-row figure over the rows it occurs at (int64's least: none)."""
+        found = np.full(self.terms, np.iinfo(np.int64).min, dtype=np.int64)
+        np.maximum.at(found, self.span_term, span_maxima(np.asarray(per_row, dtype=np.int64), self.span_first,
+                                                          self.span_end))
+        return found
+
+    def term_totals(self, per_row: np.ndarray) -> np.ndarray:
+        """Per distinct term, the sum of a per-row figure over the rows it occurs at (prefix sums, in floats)."""
+        running = np.concatenate([[0.0], np.cumsum(per_row, dtype=np.float64)])
+        found = np.zeros(self.terms)
+        np.add.at(found, self.span_term, running[self.span_end] - running[self.span_first])
+        return found
 
     def usage(self, choice) -> Usage:
         """Per row, the bytes of each class under `choice`: each distinct term's pick found once, then summed over
-        its occurrences (IOPDDL: 29k distinct terms, 54 M occurrences)."""
+        its spans (IOPDDL: 29k distinct terms, 54 M occurrences, 29 k spans)."""
         picked = self.start + np.asarray(choice, dtype=np.int64)[self.group]
-        return Usage(self.constant_standard + self._occurrence_sums(self.standard[picked]),
-                     self.constant_interleaved + self._occurrence_sums(self.interleaved[picked]))
+        return Usage(self.constant_standard + self._span_sums(self.standard[picked]),
+                     self.constant_interleaved + self._span_sums(self.interleaved[picked]))
 
-    def _occurrence_sums(self, per_term: np.ndarray) -> np.ndarray:
-        """Per row, the sum of a per-distinct-term figure over the row's occurrences (no pass when all are 0)."""
-        return self.row_sums(per_term[self.term]) if per_term.any() else np.zeros(self.rows, dtype=np.int64)
+    def _span_sums(self, per_term: np.ndarray) -> np.ndarray:
+        """`term_sums`, with no pass when every figure is 0."""
+        return self.term_sums(per_term) if per_term.any() else np.zeros(self.rows, dtype=np.int64)
 
     def extremes(self, standard: int = 1, interleaved: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """Per distinct term, the least and the most of `standard x std + interleaved x il` over its candidates."""
@@ -153,14 +233,30 @@ class TermTable:
         """Per row, the least and the most of `standard x std + interleaved x il` any choice gives."""
         low, high = self.extremes(standard, interleaved)
         constant = standard * self.constant_standard + interleaved * self.constant_interleaved
-        return constant + self.row_sums(low[self.term]), constant + self.row_sums(high[self.term])
+        return constant + self.term_sums(low), constant + self.term_sums(high)
+
+    def groups_at(self, row: int) -> np.ndarray:
+        """The groups of the terms that occur at `row`, ascending."""
+        return np.sort(self.group[self.span_term[(self.span_first <= row) & (self.span_end > row)]])
+
+
+def spans_of(row: np.ndarray, term: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(term, first row, row after the last) of each run of consecutive rows a term occurs at, by term then row."""
+    order = np.lexsort((row, term))
+    rows, terms = row[order], term[order]
+    new = np.ones(len(order), dtype=bool)
+    new[1:] = (terms[1:] != terms[:-1]) | (rows[1:] != rows[:-1] + 1)
+    starts = np.flatnonzero(new)
+    ends = np.append(starts[1:], len(order))[:len(starts)] - 1
+    return terms[starts], rows[starts], rows[ends] + 1
 
 
 def term_table(rows: tuple[StepRow, ...]) -> TermTable:
     """The rows' terms, equal ones (by content) stored once, numbered by first occurrence. The occurrences are
-    laid flat by identity in C loops (IOPDDL's largest instances hold 54 M of them, a few thousand distinct
-    objects); so are the distinct term objects, by their group and arrays (a relaxation's rows are new term
-    objects over mostly shared arrays); only distinct arrays are looked at in Python."""
+    laid flat by identity in C loops (a few thousand distinct objects over a million occurrences at 50k values); so
+    are the distinct term objects, by their group and arrays (a relaxation's rows are new term objects over mostly
+    shared arrays); only distinct arrays are looked at in Python. The spans come from the occurrences, which the
+    table keeps (laid out already)."""
     lengths = np.fromiter(map(len, (row.terms for row in rows)), dtype=np.int64, count=len(rows))
     identities = np.fromiter(map(id, _occurrences(rows)), dtype=np.int64, count=int(lengths.sum()))
     distinct = np.unique(identities)  # a plain sort, then a search per occurrence: half of unique's inverse
@@ -170,21 +266,63 @@ def term_table(rows: tuple[StepRow, ...]) -> TermTable:
     np.minimum.at(first, inverse, np.arange(len(inverse)))
     order = np.argsort(first, kind="stable")
     picked = np.zeros(len(inverse), dtype=bool)
-    picked[first] = True  # no list of every occurrence: 54 M of them take 432 MB
+    picked[first] = True
     objects = list(compress(_occurrences(rows), picked.tobytes()))  # each distinct object, by first occurrence
     numbers, distinct = _content_numbers(objects)
     number = np.empty(len(first), dtype=np.int64)
     number[order] = numbers
     counts = [len(s) for _, s, _ in distinct]
     empty = np.zeros(0, dtype=np.int64)
-    return TermTable(
+    row = np.repeat(np.arange(len(rows)), lengths)
+    term = number[inverse.reshape(-1)] if len(number) else empty
+    table = TermTable(
         group=np.array([g for g, _, _ in distinct], dtype=np.int64),
         start=np.cumsum([0, *counts[:-1]], dtype=np.int64) if distinct else empty,
         standard=np.concatenate([s for _, s, _ in distinct]).astype(np.int64) if distinct else empty,
         interleaved=np.concatenate([i for _, _, i in distinct]).astype(np.int64) if distinct else empty,
-        row=np.repeat(np.arange(len(rows)), lengths), term=number[inverse.reshape(-1)] if len(number) else empty,
+        **dict(zip(("span_term", "span_first", "span_end"), spans_of(row, term))),
         constant_standard=np.array([row.standard for row in rows], dtype=np.int64),
         constant_interleaved=np.array([row.interleaved for row in rows], dtype=np.int64))
+    table.__dict__["occurrences"] = (row, term)  # the rows' own order, laid out already
+    return table
+
+
+class TableRows(Sequence):
+    """A problem's rows read from its table, each `StepRow` made when asked: rows given as spans (IOPDDL's 20 k rows
+    hold 54 M terms, its table 29 k spans) are never written out whole. Each distinct term is one object, shared by
+    every row it occurs at, as `term_table` expects of rows."""
+
+    def __init__(self, table: TermTable, steps: np.ndarray) -> None:
+        if len(steps) != table.rows:
+            raise ValueError(f"{len(steps)} steps for {table.rows} rows")
+        self.table, self.steps = table, np.asarray(steps, dtype=np.int64)
+
+    @cached_property
+    def _terms(self) -> list[tuple[int, np.ndarray, np.ndarray]]:
+        table = self.table
+        return [(g, table.standard[a:a + n], table.interleaved[a:a + n])
+                for g, a, n in zip(table.group.tolist(), table.start.tolist(), table.counts.tolist())]
+
+    def __len__(self) -> int:
+        return self.table.rows
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return tuple(self[r] for r in range(*index.indices(len(self))))
+        r = range(len(self))[index]
+        table = self.table
+        at = np.flatnonzero((table.span_first <= r) & (table.span_end > r))
+        terms = table.span_term[at][np.argsort(table.group[table.span_term[at]], kind="stable")]
+        return StepRow(int(self.steps[r]), int(table.constant_standard[r]), int(table.constant_interleaved[r]),
+                       tuple(map(self._terms.__getitem__, terms.tolist())))
+
+    def __iter__(self):
+        row, term = self.table.occurrences
+        bounds = np.searchsorted(row, np.arange(len(self) + 1)).tolist()
+        terms = term.tolist()
+        for r, (a, b) in enumerate(pairwise(bounds)):
+            yield StepRow(int(self.steps[r]), int(self.table.constant_standard[r]),
+                          int(self.table.constant_interleaved[r]), tuple(map(self._terms.__getitem__, terms[a:b])))
 
 
 def _occurrences(rows: tuple[StepRow, ...]):
@@ -249,7 +387,8 @@ class Problem:
     input_choice: tuple[int, ...]
     group_sizes: tuple[int, ...]
     """Values per group: what a change of that group's choice costs in changed values."""
-    rows: tuple[StepRow, ...]
+    rows: Sequence[StepRow]
+    """Per kept step, its row: a tuple of `StepRow`s, or `TableRows` (rows read from their table)."""
     exchange: tuple[tuple[int, ...], ...]
     """Per group, exchange bytes per candidate."""
     limits: tuple[Limit, ...]
@@ -296,7 +435,7 @@ class Problem:
 
     @cached_property
     def table(self) -> TermTable:
-        return term_table(self.rows)
+        return self.rows.table if isinstance(self.rows, TableRows) else term_table(self.rows)
 
     def usage(self, choice: tuple[int, ...]) -> Usage:
         return self.table.usage(choice)
@@ -305,7 +444,8 @@ class Problem:
         """sha256 of every integer the solver sees: two runs with the same fingerprint solved the same model."""
         digest = hashlib.sha256(repr((self.candidate_counts, self.input_choice, self.group_sizes, self.exchange,
                                       self.limits, self.steps_total)).encode())
-        digest.update(np.array([row.step for row in self.rows], dtype="<i8").tobytes())
+        digest.update(np.array(self.rows.steps if isinstance(self.rows, TableRows) else [row.step for row in self.rows],
+                               dtype="<i8").tobytes())
         for terms in self.left_out:
             for g, standard, interleaved in terms:
                 digest.update(np.array([g, len(standard)], dtype="<i8").tobytes())
@@ -457,15 +597,16 @@ def _rules(problem: Problem, peak: int | None, strictly_below: bool = False) -> 
 @dataclass(frozen=True)
 class _Slots:
     """Choices that may drop, by slot (what one group holds at some rows): each slot's entries end to end, each
-    entry a choice (an index into the alive mask); and each occurrence of a slot at a row."""
+    entry a choice (an index into the alive mask); and the spans of consecutive rows each slot occurs at."""
 
     start: np.ndarray
     lengths: np.ndarray
     choice: np.ndarray
     """Per entry, its choice."""
-    row: np.ndarray
-    slot: np.ndarray
-    """Per occurrence, its row and its slot."""
+    span_slot: np.ndarray
+    span_first: np.ndarray
+    span_end: np.ndarray
+    """Per span, its slot, its first row and the row after its last."""
     rows: int
 
 
@@ -497,9 +638,9 @@ def _over(slots: _Slots, base: np.ndarray, fixed: np.ndarray, entry_bytes: np.nd
     live = alive[slots.choice]
     least = np.minimum(fixed, _segment_least(np.where(live, entry_bytes, _NONE), slots))
     least = np.where(least == _NONE, least_of_all, least)
-    floor = base + np.bincount(slots.row, weights=least[slots.slot], minlength=slots.rows).astype(np.int64)
+    floor = base + spread(slots.span_first, slots.span_end, least[slots.span_slot], slots.rows)
     worst = np.full(len(slots.start), np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(worst, slots.slot, floor[slots.row])
+    np.maximum.at(worst, slots.span_slot, span_maxima(floor, slots.span_first, slots.span_end))
     return live & (np.repeat(worst - least, slots.lengths) + entry_bytes > cap)
 
 
@@ -530,7 +671,7 @@ class _LeftOut:
         starts = np.cumsum(lengths) - lengths
         at = np.repeat(np.array([self.offsets[g] for g in self.group.tolist()], dtype=np.int64), lengths) + (
             np.arange(int(lengths.sum())) - np.repeat(starts, lengths))
-        self.slots = _Slots(starts, lengths, at, self.row, np.arange(len(self.row)), len(problem.rows))
+        self.slots = _Slots(starts, lengths, at, np.arange(len(self.row)), self.row, self.row + 1, len(problem.rows))
         self.terms = [term for _, term in occurrences]
 
     def weighted_rows(self, problem: Problem, a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -572,7 +713,7 @@ def alive_within(problem: Problem, peak: int | None = None) -> list[np.ndarray]:
     if table.terms and rules:
         owner = np.repeat(np.arange(table.terms), table.counts)
         entry = offsets[table.group[owner]] + np.arange(len(owner)) - table.start[owner]  # each entry's candidate
-        slots = _Slots(table.start, table.counts, entry, table.row, table.term, table.rows)
+        slots = _Slots(table.start, table.counts, entry, table.span_term, table.span_first, table.span_end, table.rows)
         none = np.full(table.terms, _NONE, dtype=np.int64)
         _stable_alive(slots, [(a * table.constant_standard + b * table.constant_interleaved, none,
                                a * table.standard + b * table.interleaved, cap) for a, b, cap in rules], alive)

@@ -87,9 +87,9 @@ class GroupRows:
     def __init__(self, problem: Problem) -> None:
         self.table, self.counts, self.limits = problem.table, problem.candidate_counts, problem.limits
         self.pairing = Pairing(problem)
-        groups = self.table.group[self.table.term]
-        self.order = np.argsort(groups, kind="stable")
-        self.bounds = np.searchsorted(groups[self.order], np.arange(problem.groups + 1))
+        groups = self.table.group[self.table.span_term]
+        self.spans = np.lexsort((self.table.span_first, groups))
+        self.bounds = np.searchsorted(groups[self.spans], np.arange(problem.groups + 1))
         self.built: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def of(self, g: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -101,9 +101,9 @@ class GroupRows:
     def block(self, g: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """`of(g)`, not kept: the repair scores thousands of groups, and keeping their blocks took 750 MB at 50k
         values."""
-        occurrences = self.occurrences(g)
-        at = self.table.start[self.table.term[occurrences]][:, None] + np.arange(self.counts[g])
-        return self.table.row[occurrences], self.table.standard[at], self.table.interleaved[at]
+        rows, terms = self.located(g)
+        at = self.table.start[terms][:, None] + np.arange(self.counts[g])
+        return rows, self.table.standard[at], self.table.interleaved[at]
 
     def switch(self, g: int, current: int, chosen: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """What group `g` switching from candidate `current` to `chosen` adds: (its rows, standard bytes there,
@@ -118,9 +118,15 @@ class GroupRows:
         usage.interleaved[rows] += interleaved
         return rows
 
-    def occurrences(self, g: int) -> np.ndarray:
-        """Where group `g`'s terms occur (indices into the table's `row` and `term`)."""
-        return self.order[self.bounds[g]:self.bounds[g + 1]]
+    def located(self, g: int) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, terms): each row group `g` is live at, ascending, and its term there (its spans written out)."""
+        spans, table = self.spans[self.bounds[g]:self.bounds[g + 1]], self.table
+        first, lengths, terms = table.span_first[spans], table.span_end[spans] - table.span_first[spans], \
+            table.span_term[spans]
+        if len(spans) == 1:
+            return np.arange(first[0], first[0] + lengths[0]), np.repeat(terms, lengths)
+        return np.repeat(first - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum())), \
+            np.repeat(terms, lengths)
 
     @cached_property
     def most(self) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
@@ -178,8 +184,7 @@ def summed_bytes(problem: Problem) -> list[np.ndarray]:
     """Per group, per candidate: its bytes summed over every row it is live at."""
     table = problem.table
     offsets = np.cumsum([0, *problem.candidate_counts])
-    live = np.bincount(table.term, minlength=table.terms)
-    counts = table.counts
+    live, counts = table.live_rows, table.counts
     candidate = np.arange(len(table.standard)) - np.repeat(table.start, counts)
     where = np.repeat(offsets[table.group], counts) + candidate
     weights = (table.standard + table.interleaved) * np.repeat(live, counts)
@@ -306,11 +311,10 @@ def _scores(problem: Problem, index: GroupRows, groups: list[int], choice: list[
     switching that group there, every group's candidates scored in one numpy pass over the rows they touch that
     can tell them apart (`_telling`)."""
     table = index.table
-    found = [index.occurrences(g) for g in groups]
-    lengths = np.array([len(occurrences) for occurrences in found], dtype=np.int64)
+    found = [index.located(g) for g in groups]
+    lengths = np.array([len(rows) for rows, _ in found], dtype=np.int64)
     offsets = np.cumsum(lengths) - lengths
-    occurrences = np.concatenate(found)
-    rows, terms = table.row[occurrences], table.term[occurrences]
+    rows, terms = (np.concatenate(parts) for parts in zip(*found))
     # per (group, row): the row's bytes without the group's current pick
     picked = table.start[terms] + np.repeat(np.array([choice[g] for g in groups], dtype=np.int64), lengths)
     base_std, base_il = standard[rows] - table.standard[picked], interleaved[rows] - table.interleaved[picked]
@@ -364,7 +368,7 @@ def repair(problem: Problem, choice: list[int], index: GroupRows, moves: int = M
     standing = Standing(problem, standard, interleaved)
     for _ in range(max(moves, problem.groups // 4)):
         focus = int(np.argmax(standing.over)) if standing.excess else int(np.argmax(standing.total))
-        groups = pairing.picks(choice)[1] if forbidden else [g for g, _, _ in problem.rows[focus].terms]
+        groups = pairing.picks(choice)[1] if forbidden else problem.table.groups_at(focus).tolist()
         if not groups:
             break
         scores = _scores(problem, index, groups, choice, standard, interleaved, standing)

@@ -456,7 +456,7 @@ def whole_model_fits(problem: Problem) -> bool:
     """Whether the whole model is small enough to build and presolve within a time limit (WHOLE_MODEL_PAIRS,
     LARGE_MODEL_TERMS)."""
     pairs = sum(int(np.count_nonzero(edge.costs < FORBIDDEN)) for edge in problem.edges)
-    return pairs <= WHOLE_MODEL_PAIRS and len(problem.table.term) <= LARGE_MODEL_TERMS
+    return pairs <= WHOLE_MODEL_PAIRS and problem.table.occurrence_count <= LARGE_MODEL_TERMS
 
 
 PROXY_TIES_ENTRIES = 250_000
@@ -472,7 +472,7 @@ reached 41.89 G but raised the written plan's exact exchange by 4.8% (37.94 G ->
 
 def _beyond_proxy_ties(problem: Problem) -> bool:
     table = problem.table
-    return int(table.counts[table.term].sum()) > PROXY_TIES_ENTRIES
+    return int((table.counts * table.live_rows).sum()) > PROXY_TIES_ENTRIES
 
 
 def _without_windows(problem: Problem, settings: SolverSettings) -> SolveResult:

@@ -175,7 +175,7 @@ def relieve(problem: Problem, choice, index: GroupRows, moves: int = RELIEF_MOVE
         if focus is None or _past(deadline):
             break
         best: tuple[float, int, int] | None = None
-        for g in {g for g, _, _ in problem.rows[focus].terms}:
+        for g in set(problem.table.groups_at(focus).tolist()):
             cost = _priced(g, choice, unary, index)
             gain = slack.relief(g, choice[g])
             usable = (gain > 0) & (cost < FORBIDDEN)
@@ -326,7 +326,7 @@ class RowPrices:
         for limit, price in zip(self.limits, self.prices):
             if not price.any():
                 continue
-            per_term = np.bincount(table.term, weights=price[table.row], minlength=table.terms)
+            per_term = table.term_totals(price)
             weighted = limit.standard * table.standard + limit.interleaved * table.interleaved
             total += np.bincount(self.flat, weights=per_term[self.term_of] * weighted, minlength=self.candidates)
         return total

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ipuplan.model.problem import FORBIDDEN, Edge, Problem, StepRow, TermTable
+from ipuplan.model.problem import FORBIDDEN, Edge, Problem, TableRows, TermTable
 from ipuplan.solvers.construct import tie_ranks
 from ipuplan.solvers.result import Progress, SolveResult, SolverSettings, SolveStatus, model_size
 
@@ -109,24 +109,20 @@ def _kept(problem: Problem) -> tuple[np.ndarray, ...]:
 
 
 def _kept_table(table: TermTable, kept: tuple[np.ndarray, ...]) -> TermTable:
-    """The table over the kept candidates: the same occurrences, each distinct term narrowed."""
+    """The table over the kept candidates: the same spans (and occurrences, when laid out), each term narrowed."""
     at = [table.start[t] + kept[g] for t, g in enumerate(table.group)]
     counts = np.array([len(a) for a in at], dtype=np.int64)
     picked = np.concatenate(at) if at else np.zeros(0, dtype=np.int64)
-    return replace(table, start=np.cumsum(counts) - counts, standard=table.standard[picked],
-                   interleaved=table.interleaved[picked])
+    narrowed = replace(table, start=np.cumsum(counts) - counts, standard=table.standard[picked],
+                       interleaved=table.interleaved[picked])
+    if "occurrences" in table.__dict__:
+        narrowed.__dict__["occurrences"] = table.occurrences
+    return narrowed
 
 
-def _kept_rows(problem: Problem, table: TermTable) -> tuple[StepRow, ...]:
-    """The rows over the narrowed table: each distinct term one new object, shared by every row it occurs at (the
-    occurrences picked by an object array, not a Python loop per occurrence)."""
-    terms = np.empty(table.terms, dtype=object)
-    for t, (g, start, count) in enumerate(zip(table.group.tolist(), table.start.tolist(), table.counts.tolist())):
-        terms[t] = (g, table.standard[start:start + count], table.interleaved[start:start + count])
-    picked = terms[table.term]
-    bounds = np.searchsorted(table.row, np.arange(len(problem.rows) + 1)).tolist()
-    return tuple(StepRow(row.step, row.standard, row.interleaved, tuple(picked[a:b].tolist()))
-                 for row, a, b in zip(problem.rows, bounds[:-1], bounds[1:]))
+def _steps(problem: Problem) -> np.ndarray:
+    rows = problem.rows
+    return rows.steps if isinstance(rows, TableRows) else np.array([row.step for row in rows], dtype=np.int64)
 
 
 def _narrowed(problem: Problem, kept: tuple[np.ndarray, ...], **fields) -> Problem:
@@ -136,7 +132,7 @@ def _narrowed(problem: Problem, kept: tuple[np.ndarray, ...], **fields) -> Probl
     where = [{int(c): k for k, c in enumerate(group)} for group in kept]
     # the narrowed table is the rows' table: no second pass over every term
     return problem.with_table(
-        table, candidate_counts=tuple(len(k) for k in kept), rows=_kept_rows(problem, table),
+        table, candidate_counts=tuple(len(k) for k in kept), rows=TableRows(table, _steps(problem)),
         input_choice=tuple(where[g].get(c, 0) for g, c in enumerate(problem.input_choice)),
         exchange=tuple(tuple(problem.exchange[g][int(c)] for c in group) for g, group in enumerate(kept)),
         edges=tuple(_narrowed_edge(e, kept[e.a], kept[e.b]) for e in problem.edges), **fields)

@@ -19,7 +19,6 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import chain
-from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ import numpy as np
 
 from ipuplan.errors import PlanError
 from ipuplan.model.objective import Objective
-from ipuplan.model.problem import FORBIDDEN, Edge, Problem, StepRow
+from ipuplan.model.problem import FORBIDDEN, Edge, Problem, TableRows, TermTable
 from ipuplan.plan.budgets import Limit
 from ipuplan.replan.options import default_workers
 from ipuplan.solvers import SolveResult, SolverSettings, solve
@@ -310,26 +309,28 @@ def pairwise_costs(instance: Instance) -> tuple[Edge, ...]:
                  for e, (u, v) in enumerate(instance.edge_nodes.tolist()) if u != v)
 
 
-def usage_rows(instance: Instance) -> tuple[StepRow, ...]:
-    """A row per time point where the usage can peak and can pass the limit (`row_times`). A node whose usage is
-    the same for every strategy is a row constant; every other live node is a term, its one pair of arrays shared
-    by every row it is live at."""
+def usage_rows(instance: Instance) -> TableRows:
+    """A row per time point where the usage can peak and can pass the limit (`row_times`), read from a table of
+    spans: a node whose usage is the same for every strategy is a row constant; every other node live at some row is
+    one term over the one run of rows its interval covers (A: 29 k spans for 54 M (row, node) pairs). Terms are
+    numbered as a reading row by row meets them: by first row, then by node."""
     times = row_times(instance)
-    start, end = instance.intervals[:, 0], instance.intervals[:, 1]
     least, most = _usage_extremes(instance)
     varying = np.flatnonzero(most > least)
-    counts = instance.strategy_counts
-    zeros = {n: _frozen(np.zeros(n, dtype=np.int64)) for n in np.unique(counts[varying]).tolist()}
-    terms = [(g, instance.node_usages(g), zeros[int(counts[g])]) for g in varying.tolist()]
+    first = np.searchsorted(times, instance.intervals[varying, 0])
+    end = np.searchsorted(times, instance.intervals[varying, 1])
+    live = first < end
+    order = np.lexsort((varying[live], first[live]))
+    nodes, first, end = varying[live][order], first[live][order], end[live][order]
+    counts = instance.strategy_counts[nodes]
+    starts = np.cumsum(counts) - counts
+    at = np.repeat(instance.strategy_start[nodes] - starts, counts) + np.arange(int(counts.sum()))
     events, constant = live_sum(instance, np.where(most > least, 0, least))
-    at = np.searchsorted(events, times)
-    start, end = start[varying], end[varying]
-    rows = []
-    for t, k in zip(times.tolist(), at.tolist()):
-        live = np.flatnonzero((start <= t) & (end > t))
-        picked = itemgetter(*live.tolist())(terms) if len(live) else ()
-        rows.append(StepRow(t, int(constant[k]), 0, picked if len(live) != 1 else (picked,)))
-    return tuple(rows)
+    table = TermTable(group=nodes, start=starts, standard=instance.usages[at], interleaved=np.zeros(len(at), np.int64),
+                      span_term=np.arange(len(nodes)), span_first=first, span_end=end,
+                      constant_standard=constant[np.searchsorted(events, times)],
+                      constant_interleaved=np.zeros(len(times), dtype=np.int64))
+    return TableRows(table, times)
 
 
 def row_times(instance: Instance) -> np.ndarray:

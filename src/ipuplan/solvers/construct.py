@@ -82,7 +82,7 @@ class Pairing:
 
 
 class GroupRows:
-    """Per group, the rows it is live at and its bytes per (row, candidate) in each class, built when first asked."""
+    """Per group, the rows it is live at and its term at each, read from the table's spans when asked."""
 
     def __init__(self, problem: Problem) -> None:
         self.table, self.counts, self.limits = problem.table, problem.candidate_counts, problem.limits
@@ -90,26 +90,14 @@ class GroupRows:
         groups = self.table.group[self.table.span_term]
         self.spans = np.lexsort((self.table.span_first, groups))
         self.bounds = np.searchsorted(groups[self.spans], np.arange(problem.groups + 1))
-        self.built: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-
-    def of(self, g: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(rows, standard rows x candidates, interleaved rows x candidates) of group `g`, kept once built."""
-        if g not in self.built:
-            self.built[g] = self.block(g)
-        return self.built[g]
-
-    def block(self, g: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """`of(g)`, not kept: the repair scores thousands of groups, and keeping their blocks took 750 MB at 50k
-        values."""
-        rows, terms = self.located(g)
-        at = self.table.start[terms][:, None] + np.arange(self.counts[g])
-        return rows, self.table.standard[at], self.table.interleaved[at]
 
     def switch(self, g: int, current: int, chosen: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """What group `g` switching from candidate `current` to `chosen` adds: (its rows, standard bytes there,
         interleaved bytes there). The one row update every tracker of a choice's usage applies."""
-        rows, standard, interleaved = self.block(g)
-        return rows, standard[:, chosen] - standard[:, current], interleaved[:, chosen] - interleaved[:, current]
+        rows, terms = self.located(g)
+        table, start = self.table, self.table.start[terms]
+        return (rows, table.standard[start + chosen] - table.standard[start + current],
+                table.interleaved[start + chosen] - table.interleaved[start + current])
 
     def moved(self, usage: Usage, g: int, current: int, chosen: int) -> np.ndarray:
         """`usage` (changed in place) after group `g` switches from `current` to `chosen`; the rows it changed."""
@@ -127,6 +115,21 @@ class GroupRows:
             return np.arange(first[0], first[0] + lengths[0]), np.repeat(terms, lengths)
         return np.repeat(first - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum())), \
             np.repeat(terms, lengths)
+
+    def segments(self, g: int) -> list[tuple[int, np.ndarray]]:
+        """Per distinct term of group `g`, the term and the rows it holds the group's bytes at (IOPDDL: one term)."""
+        rows, terms = self.located(g)
+        if not len(terms) or terms[0] == terms[-1] and (terms == terms[0]).all():
+            return [(int(terms[0]), rows)] if len(terms) else []
+        order = np.argsort(terms, kind="stable")
+        cuts = np.flatnonzero(np.diff(terms[order])) + 1
+        return [(int(terms[part[0]]), rows[part]) for part in np.split(order, cuts)]
+
+    def candidates(self, term: int) -> tuple[np.ndarray, np.ndarray]:
+        """The term's (standard, interleaved) bytes per candidate."""
+        a = int(self.table.start[term])
+        n = int(self.table.counts[term])
+        return self.table.standard[a:a + n], self.table.interleaved[a:a + n]
 
     @cached_property
     def most(self) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:

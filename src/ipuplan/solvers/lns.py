@@ -26,7 +26,10 @@ from ipuplan.solvers.lagrange import group_rows
 
 FIRST_SIZE = 60
 """Free groups of the first neighbourhood."""
-LARGEST = 2000
+LARGEST = 300
+"""Free groups of a neighbourhood at most. IOPDDL, 60 s on A and 180 s on M, alone: 2000 (grown to some 800 after
+proofs) 14.7 G and 85.2 G; 300: 12.7 G and 80.8 G; 180: 13.4 G on A; 100: 15.2 G. Larger ones cost their pair
+booleans' building and presolve more than they find."""
 SMALLEST = 10
 STEP_SECONDS = 2.0
 """CP-SAT's time per neighbourhood at most."""

@@ -8,9 +8,18 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from problems import TWO_STEPS, b
+from problems import TWO_STEPS, b, problem
 
-from ipuplan.model.problem import FORBIDDEN, Edge, StepRow, Usage, term_table
+from ipuplan.model.problem import (
+    FORBIDDEN,
+    Edge,
+    StepRow,
+    TableRows,
+    Usage,
+    span_maxima,
+    spread,
+    term_table,
+)
 from ipuplan.plan.budgets import Budgets
 
 # standard limit 150 - 50 = 100, interleaved limit 50, total limit 150 - 30 = 120
@@ -100,3 +109,87 @@ def test_a_relaxation_s_virtual_candidate_costs_nothing_on_its_edges():
     assert relaxed.candidate_counts == (3, 2)
     assert relaxed.edges[0].costs.tolist() == [[0, 1], [FORBIDDEN, 7], [0, 0]]
     assert relaxed.exchange_of((2, 0)) == 2 and relaxed.forbidden_in((2, 0)) == 0
+
+
+# Rows as spans (issue 36, item 4): a table keeps each term's runs of consecutive rows, and sums over rows are running
+# totals over them; rows read from a table (`TableRows`) are the rows it was laid out from.
+
+
+def random_rows(seed: int, rows: int = 25, groups: int = 6) -> tuple[StepRow, ...]:
+    """Groups live over runs of rows with gaps, each run one term object (so a term recurs over a run, and a group
+    may hold two terms: its bytes change between runs), two classes."""
+    rng = np.random.default_rng(seed)
+    per_row: list[list] = [[] for _ in range(rows)]
+    for g in range(groups):
+        count = int(rng.integers(1, 4))
+        at = 0
+        while at < rows:
+            at += int(rng.integers(0, 4))
+            length = int(rng.integers(1, 8))
+            term = (g, rng.integers(0, 50, count), rng.integers(0, 20, count) * int(rng.random() < 0.5))
+            for r in range(at, min(at + length, rows)):
+                per_row[r].append(term)
+            at += length
+    return tuple(StepRow(10 * r, int(rng.integers(0, 30)), int(rng.integers(0, 9)), tuple(terms))
+                 for r, terms in enumerate(per_row))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_running_totals_and_range_maxima_equal_a_row_by_row_count(seed):
+    rng = np.random.default_rng(seed)
+    first = rng.integers(0, 30, 40)
+    end = first + rng.integers(1, 10, 40)
+    rows = int(end.max())
+    weights = rng.integers(-(2**40), 2**40, 40)
+    per_row = rng.integers(-1000, 1000, rows)
+    expected = [sum(int(w) for f, e, w in zip(first, end, weights) if f <= r < e) for r in range(rows)]
+    assert spread(first, end, weights, rows).tolist() == expected
+    assert span_maxima(per_row, first, end).tolist() == [int(per_row[f:e].max()) for f, e in zip(first, end)]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_tables_spans_are_its_occurrences_and_sum_as_they_do(seed):
+    table = term_table(random_rows(seed))
+    covered = sorted((r, int(t)) for t, f, e in zip(table.span_term, table.span_first, table.span_end)
+                     for r in range(f, e))
+    assert covered == sorted(zip(table.row.tolist(), table.term.tolist()))
+    assert len(table.span_term) < len(table.term)  # runs, not one entry per row
+    # laid out again from the spans alone: the rows' own order (by row, then group)
+    assert all(np.array_equal(a, b) for a, b in zip(replace(table).occurrences, table.occurrences))
+    per_term = np.random.default_rng(seed).integers(0, 1000, table.terms)
+    assert table.term_sums(per_term).tolist() == table.row_sums(per_term[table.term]).tolist()
+    assert table.live_rows.tolist() == np.bincount(table.term, minlength=table.terms).tolist()
+    per_row = np.random.default_rng(seed + 1).integers(-500, 500, table.rows)
+    for t in range(table.terms):
+        at = table.row[table.term == t]
+        assert table.term_maxima(per_row)[t] == per_row[at].max()
+        assert table.term_totals(per_row)[t] == per_row[at].sum()
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_rows_read_from_their_table_are_the_rows_it_was_laid_out_from(seed):
+    rows = random_rows(seed)
+    table = term_table(rows)
+    read = TableRows(table, np.array([row.step for row in rows]))
+    assert len(read) == len(rows)
+    for r, (mine, theirs) in enumerate(zip(read, rows)):
+        assert (mine.step, mine.standard, mine.interleaved) == (theirs.step, theirs.standard, theirs.interleaved)
+        expected = sorted(theirs.terms, key=lambda term: term[0])
+        assert [g for g, _, _ in mine.terms] == [g for g, _, _ in expected]
+        assert all(np.array_equal(s, es) and np.array_equal(i, ei)
+                   for (_, s, i), (_, es, ei) in zip(mine.terms, expected))
+        assert [g for g, _, _ in read[r].terms] == [g for g, _, _ in mine.terms]
+        assert table.groups_at(r).tolist() == [g for g, _, _ in mine.terms]
+    assert [row.step for row in read[3:7]] == [row.step for row in rows[3:7]]
+    counts = tuple(int(table.counts[table.group == g].max()) for g in range(6))
+    laid_out = problem(rows, counts)
+    spans = replace(laid_out, rows=read)
+    assert spans.table is table
+    choice = tuple(int(x) for x in np.random.default_rng(seed).integers(0, 3, 6) % np.array(counts))
+    assert spans.usage(choice).standard.tolist() == laid_out.usage(choice).standard.tolist()
+    assert spans.fingerprint() == laid_out.fingerprint()
+
+
+def test_table_rows_need_a_step_per_row():
+    with pytest.raises(ValueError, match="2 steps for 1 rows"):
+        TableRows(term_table(TWO_STEPS.rows[:1]), np.array([0, 1]))

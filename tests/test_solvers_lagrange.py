@@ -16,6 +16,7 @@ from ipuplan.model.problem import FORBIDDEN, Edge, StepRow
 from ipuplan.plan.budgets import Budgets
 from ipuplan.solvers.construct import GroupRows
 from ipuplan.solvers.lagrange import (
+    Slack,
     _induced_forest,
     _tree_choice,
     descend,
@@ -137,3 +138,33 @@ def test_unforbid_moves_a_chain_of_groups_that_must_agree():
                 limits=Budgets(100, 0, 0).limits[:1], edges=[Edge(0, 1, equal), Edge(1, 2, equal)])
     assert p.forbidden_in((1, 0, 0)) == 1
     assert tuple(unforbid(p, (1, 0, 0), GroupRows(p))) == (1, 1, 1)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_slack_relief_and_fits_equal_a_row_by_row_count(seed):
+    """Per term, not per (row, candidate): relief read off the rooms sorted and fits off their least equal what each
+    row, counted one by one, says; so does a move's update of the rooms."""
+    from test_solvers_lns import spanned
+
+    p = spanned(seed)
+    index = GroupRows(p)
+    rng = np.random.default_rng(seed)
+    choice = [int(rng.integers(n)) for n in p.candidate_counts]
+    slack = Slack(p, choice, index)
+    for g in range(p.groups):
+        current = choice[g]
+        after = [p.usage(tuple(c if k == g else x for k, x in enumerate(choice))) for c in range(p.candidate_counts[g])]
+        now = p.usage(tuple(choice))
+        over = [sum(int(np.maximum(usage.excess((limit,)), 0).sum()) for limit in p.limits) for usage in after]
+        relief = sum(int(now.excess((limit,)).sum()) for limit in p.limits) - np.array(over)
+        assert slack.relief(g, current).tolist() == relief.tolist()
+        fits = [all((limit.usage(u.standard, u.interleaved) - limit.usage(now.standard, now.interleaved)
+                     <= np.maximum(limit.bytes - limit.usage(now.standard, now.interleaved), 0)).all()
+                    for limit in p.limits) for u in after]
+        assert slack.fits(g, current).tolist() == fits
+    moved = (current + 1) % p.candidate_counts[g]
+    slack.move(g, current, moved)
+    choice[g] = moved
+    usage = p.usage(tuple(choice))
+    assert [room.tolist() for room in slack.room] == [
+        (limit.bytes - limit.usage(usage.standard, usage.interleaved)).tolist() for limit in p.limits]

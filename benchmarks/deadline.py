@@ -22,12 +22,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tables import print_table
+from tables import busy, print_table
 
 REFERENCE = ROOT / "models" / "vit-so400m-finalist-5.json"
 RESULTS = ROOT / "benchmarks" / "results"
@@ -65,18 +64,6 @@ def run(plan: Path, values: int, limit: float, folder: Path) -> dict:
 
 def _values(plan: Path) -> int:
     return len(json.loads(plan.read_text())["timeline"]["values"])
-
-
-@contextmanager
-def busy(on: bool):
-    """Two CPU-bound loops beside the runs, when `on`."""
-    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2 if on else 0)]
-    try:
-        yield
-    finally:
-        for loop in loops:
-            loop.kill()
-            loop.wait()
 
 
 def main() -> None:

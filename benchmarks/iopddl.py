@@ -11,10 +11,11 @@ with the contest's definition (`workbench.iopddl.evaluate`, never the solver's o
 JSON list of strategy indices) and prints cost, validity, time to the first valid solution, wall and max RSS. The
 time limit is the whole run's, as in the contest: one deadline from this process's start.
 
-`--all DIR`: every instance of the contest table found in DIR, each in a fresh process with the contest's timeout,
-watched: a run whose RSS passes `--memory-limit` (default 8 GB) or that runs past its timeout by `GRACE` seconds is
-ended, and the table says how far it got (its last stage, with seconds and RSS). Writes `--results` (markdown);
-text under a `## Notes` heading of an existing results file is kept.
+`--all DIR`: every instance of the contest table found in DIR, each in a fresh process with the contest's timeout
+(`--busy`: with two CPU-bound loops running beside the whole time, results to iopddl-busy.md; the 1-minute load
+after each run is in the table), watched: a run whose RSS passes `--memory-limit` (default 8 GB) or that runs past
+its timeout by `GRACE` seconds is ended, and the table says how far it got (its last stage, with seconds and RSS).
+Writes `--results` (markdown); text under a `## Notes` heading of an existing results file is kept.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tables import busy
+
 GRACE = 30.0
 """Seconds past its timeout after which a run is ended (the contest would have scored it as no solution)."""
 POLL = 0.2
@@ -142,10 +146,11 @@ def last_stages(log: Path) -> list[dict]:
     return [s for s in stages if isinstance(s, dict) and "stage" in s]
 
 
-def run_all(folder: Path, results: Path, memory_mb: int, letters: list[str]) -> None:
+def run_all(folder: Path, results: Path, memory_mb: int, letters: list[str], loaded: bool = False) -> None:
     began = f"commit {head_commit()} and the working tree of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+    began += ", busy (two CPU-bound loops beside every run)" if loaded else ", alone"
     rows = []
-    with tempfile.TemporaryDirectory() as scratch:
+    with tempfile.TemporaryDirectory() as scratch, busy(loaded):
         for letter, reference in REFERENCES.items():
             path = folder / f"asplos-2025-iopddl-{letter}.json.gz"
             if not path.exists() or letter not in letters:
@@ -154,7 +159,8 @@ def run_all(folder: Path, results: Path, memory_mb: int, letters: list[str]) -> 
             command = [sys.executable, __file__, str(path), "--time-limit", str(reference.timeout), "--json",
                        "-o", str(Path(scratch) / f"{letter}.json")]
             run, ended, peak = watched(command, reference.timeout, memory_mb, log)
-            rows.append(table_row(letter, reference, run, ended, peak, last_stages(log)))
+            rows.append({**table_row(letter, reference, run, ended, peak, last_stages(log)),
+                         "load": f"{os.getloadavg()[0]:.1f}"})
             print(" | ".join(str(cell) for cell in rows[-1].values()), flush=True)
     write_results(results, rows, memory_mb, began)
 
@@ -228,13 +234,15 @@ def main() -> None:
     parser.add_argument("-o", "--output", type=Path, help="write the solution here (a JSON list of strategy indices)")
     parser.add_argument("--json", action="store_true", help="print the run's figures as one JSON object")
     parser.add_argument("--all", type=Path, metavar="DIR", help="every contest instance in DIR, contest timeouts")
-    parser.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "iopddl.md")
+    parser.add_argument("--results", type=Path, help="default benchmarks/results/iopddl.md (iopddl-busy.md)")
+    parser.add_argument("--busy", action="store_true", help="with --all: two CPU-bound loops beside every run")
     parser.add_argument("--memory-limit", type=int, default=8192, help="MB of RSS at which --all ends a run")
     parser.add_argument("--only", nargs="+", default=list(REFERENCES), metavar="LETTER",
                         help="with --all: only these instances (default all six)")
     options = parser.parse_args()
     if options.all is not None:
-        run_all(options.all, options.results, options.memory_limit, options.only)
+        results = options.results or ROOT / "benchmarks" / "results" / f"iopddl{'-busy' if options.busy else ''}.md"
+        run_all(options.all, results, options.memory_limit, options.only, options.busy)
         return
     if options.instance is None:
         parser.error("give an INSTANCE or --all DIR")

@@ -31,7 +31,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tables import cell, print_table
+from tables import busy, cell, print_table
 
 REFERENCE = ROOT / "models" / "vit-so400m-finalist-5.json"
 RESULTS = ROOT / "benchmarks" / "results"
@@ -149,34 +149,39 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--unroll", type=int, nargs="+", default=[1, 57, 142, 285, 570, 1140])
     parser.add_argument("--solvers", nargs="+", default=["cpsat", "greedy"], choices=SOLVERS)
+    parser.add_argument("--busy", action="store_true",
+                        help="two CPU-bound loops beside every run (issue 36); results to scaling-busy.*")
     args = parser.parse_args()
     rows = []
-    with tempfile.TemporaryDirectory() as scratch:
+    with tempfile.TemporaryDirectory() as scratch, busy(args.busy):
         directory = Path(scratch)
         for unroll in args.unroll:
             plan = synthesised(unroll, directory)
             values = len(json.loads(plan.read_text())["timeline"]["values"])
             for budgets in ("loose", "tight"):
                 for solver in args.solvers:
-                    row = {"values": values, "budgets": budgets, **run(plan, budgets, solver, directory)}
+                    row = {"values": values, "budgets": budgets, **run(plan, budgets, solver, directory),
+                           "load": round(os.getloadavg()[0], 1)}
                     print(json.dumps(row), flush=True)
                     rows.append(row)
-    print_table(rows, TITLE)
+    title = TITLE + (", busy (two CPU-bound loops beside)" if args.busy else ", alone")
+    print_table(rows, title)
     print_table(targets(rows), "issue 20's targets")
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "scaling.json").write_text(json.dumps(rows, indent=1))
-    (RESULTS / "scaling.md").write_text(markdown(rows))
-    plot(rows, RESULTS / "scaling.png")
+    name = "scaling-busy" if args.busy else "scaling"
+    (RESULTS / f"{name}.json").write_text(json.dumps(rows, indent=1))
+    (RESULTS / f"{name}.md").write_text(markdown(rows, title, "".join(f" {arg}" for arg in sys.argv[1:])))
+    plot(rows, RESULTS / f"{name}.png")
 
 
-def markdown(rows: list[dict]) -> str:
+def markdown(rows: list[dict], title: str = TITLE, flags: str = "") -> str:
     """The run's table and issue 20's targets as markdown (results/scaling.md)."""
     def table(items: list[dict]) -> list[str]:
         headers = list(max(items, key=len))
         return ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers),
                 *("| " + " | ".join(cell(item.get(h, "")) for h in headers) + " |" for item in items)]
 
-    return "\n".join([f"# {TITLE}", "", "`.venv/bin/python benchmarks/scaling.py` (written by it).", "",
+    return "\n".join([f"# {title}", "", f"`.venv/bin/python benchmarks/scaling.py{flags}` (written by it).", "",
                       *table(rows), "", "## Issue 20's targets", "", *table(targets(rows)), ""])
 
 

@@ -1,6 +1,24 @@
-"""Plain-text tables for benchmark output (numbers right-aligned, thousands separated)."""
+"""Plain-text tables for benchmark output (numbers right-aligned, thousands separated), and the "busy" condition the
+benchmarks that measure a machine under load share."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
+from contextlib import contextmanager
+
+
+@contextmanager
+def busy(on: bool):
+    """Two CPU-bound loops beside the runs, when `on`: a shared build machine (on 2 cores a run gets about a third of
+    the CPU), what issue 36's runs under load met."""
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2 if on else 0)]
+    try:
+        yield
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
 
 
 def cell(value: object) -> str:

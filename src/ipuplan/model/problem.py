@@ -163,6 +163,17 @@ class TermTable:
         order = np.lexsort((self.group[term], row))
         return row[order], term[order]
 
+    def with_occurrences(self, occurrences: tuple[np.ndarray, np.ndarray]) -> TermTable:
+        """This table, its `occurrences` given (laid out already, in that order): the one place they are handed
+        over rather than laid out from the spans."""
+        self.__dict__["occurrences"] = occurrences
+        return self
+
+    def with_candidates(self, start: np.ndarray, standard: np.ndarray, interleaved: np.ndarray) -> TermTable:
+        """The same terms over the same spans (and occurrences, when laid out) with other candidates' bytes."""
+        changed = replace(self, start=start, standard=standard, interleaved=interleaved)
+        return changed.with_occurrences(self.occurrences) if "occurrences" in self.__dict__ else changed
+
     @property
     def row(self) -> np.ndarray:
         """Per occurrence (`occurrences`), its row."""
@@ -283,8 +294,12 @@ def term_table(rows: tuple[StepRow, ...]) -> TermTable:
         **dict(zip(("span_term", "span_first", "span_end"), spans_of(row, term))),
         constant_standard=np.array([row.standard for row in rows], dtype=np.int64),
         constant_interleaved=np.array([row.interleaved for row in rows], dtype=np.int64))
-    table.__dict__["occurrences"] = (row, term)  # the rows' own order, laid out already
-    return table
+    return table.with_occurrences((row, term))
+
+
+def row_steps(rows: Sequence[StepRow]) -> np.ndarray:
+    """Each row's step, without making a row of `TableRows`."""
+    return rows.steps if isinstance(rows, TableRows) else np.array([row.step for row in rows], dtype=np.int64)
 
 
 class TableRows(Sequence):
@@ -444,8 +459,7 @@ class Problem:
         """sha256 of every integer the solver sees: two runs with the same fingerprint solved the same model."""
         digest = hashlib.sha256(repr((self.candidate_counts, self.input_choice, self.group_sizes, self.exchange,
                                       self.limits, self.steps_total)).encode())
-        digest.update(np.array(self.rows.steps if isinstance(self.rows, TableRows) else [row.step for row in self.rows],
-                               dtype="<i8").tobytes())
+        digest.update(row_steps(self.rows).astype("<i8").tobytes())
         for terms in self.left_out:
             for g, standard, interleaved in terms:
                 digest.update(np.array([g, len(standard)], dtype="<i8").tobytes())

@@ -109,18 +109,20 @@ class GroupRows:
     def located(self, g: int) -> tuple[np.ndarray, np.ndarray]:
         """(rows, terms): each row group `g` is live at, ascending, and its term there (its spans written out)."""
         spans, table = self.spans[self.bounds[g]:self.bounds[g + 1]], self.table
-        first, lengths, terms = table.span_first[spans], table.span_end[spans] - table.span_first[spans], \
-            table.span_term[spans]
-        if len(spans) == 1:
+        first, terms = table.span_first[spans], table.span_term[spans]
+        lengths = table.span_end[spans] - first
+        if len(spans) == 1:  # IOPDDL's every group, most of a plan's
             return np.arange(first[0], first[0] + lengths[0]), np.repeat(terms, lengths)
-        return np.repeat(first - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum())), \
-            np.repeat(terms, lengths)
+        rows = np.repeat(first - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))
+        return rows, np.repeat(terms, lengths)
 
     def segments(self, g: int) -> list[tuple[int, np.ndarray]]:
         """Per distinct term of group `g`, the term and the rows it holds the group's bytes at (IOPDDL: one term)."""
         rows, terms = self.located(g)
-        if not len(terms) or terms[0] == terms[-1] and (terms == terms[0]).all():
-            return [(int(terms[0]), rows)] if len(terms) else []
+        if not len(terms):
+            return []
+        if (terms == terms[0]).all():
+            return [(int(terms[0]), rows)]
         order = np.argsort(terms, kind="stable")
         cuts = np.flatnonzero(np.diff(terms[order])) + 1
         return [(int(terms[part[0]]), rows[part]) for part in np.split(order, cuts)]

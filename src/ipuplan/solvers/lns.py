@@ -5,10 +5,10 @@ presolve in a minute).
 
 The neighbourhood's problem (`Neighbourhood.problem`) has the free groups only: each edge to a fixed group becomes
 exchange of the free side's candidates (priced at the fixed pick), the rows are those where the free groups could
-pass a limit, their constants the fixed groups' bytes. It is built from the whole problem's per-group rows
-(`construct.GroupRows`): no per-row Python objects of the whole problem. A neighbourhood grows from a seed group on
-an edge that costs more than its least pair, breadth first; its size follows the outcomes (larger after a proven
-optimum, smaller after a timeout).
+pass a limit, one per run of rows with the same free terms and limit, their constants the fixed groups' bytes. Its
+table is read off the whole table's spans (`construct.GroupRows`): no per-row Python objects. A neighbourhood grows
+from a seed group on an edge that costs more than its least pair, breadth first; its size follows the outcomes
+(larger after a proven optimum, smaller after a timeout).
 """
 
 from __future__ import annotations
@@ -84,16 +84,21 @@ def _rows(problem: Problem, index: GroupRows, choice, free: np.ndarray, usage: U
         touched[rows] = True
     kept = np.zeros(table.rows, dtype=bool)
     for limit in problem.limits:
-        weight = max(limit.standard, limit.interleaved)
-        kept |= limit.standard * standard + limit.interleaved * interleaved + weight * reach > limit.bytes
+        kept |= limit.usage(standard, interleaved) + max(limit.standard, limit.interleaved) * reach > limit.bytes
     candidates = np.flatnonzero(kept & touched)
     runs = np.searchsorted(_span_bounds(index, free), candidates, side="right")
     picked = np.zeros(table.rows, dtype=bool)
     for limit in problem.limits:
-        fixed = limit.standard * standard[candidates] + limit.interleaved * interleaved[candidates]
-        order = np.lexsort((-fixed, runs))
-        picked[candidates[order[np.r_[True, runs[order][1:] != runs[order][:-1]]]] if len(order) else []] = True
+        picked[candidates[_most_per_run(runs, limit.usage(standard[candidates], interleaved[candidates]))]] = True
     return TableRows(_local_table(table, located, picked, standard, interleaved), np.flatnonzero(picked))
+
+
+def _most_per_run(runs: np.ndarray, figures: np.ndarray) -> np.ndarray:
+    """Per run (`runs`: each entry's, ascending or not), the entry of the highest figure."""
+    order = np.lexsort((-figures, runs))
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = runs[order][1:] != runs[order][:-1]
+    return order[first]
 
 
 def _span_bounds(index: GroupRows, free: np.ndarray) -> np.ndarray:

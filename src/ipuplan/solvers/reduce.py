@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ipuplan.model.problem import FORBIDDEN, Edge, Problem, TableRows, TermTable
+from ipuplan.model.problem import FORBIDDEN, Edge, Problem, TableRows, TermTable, row_steps
 from ipuplan.solvers.construct import tie_ranks
 from ipuplan.solvers.result import Progress, SolveResult, SolverSettings, SolveStatus, model_size
 
@@ -113,16 +113,7 @@ def _kept_table(table: TermTable, kept: tuple[np.ndarray, ...]) -> TermTable:
     at = [table.start[t] + kept[g] for t, g in enumerate(table.group)]
     counts = np.array([len(a) for a in at], dtype=np.int64)
     picked = np.concatenate(at) if at else np.zeros(0, dtype=np.int64)
-    narrowed = replace(table, start=np.cumsum(counts) - counts, standard=table.standard[picked],
-                       interleaved=table.interleaved[picked])
-    if "occurrences" in table.__dict__:
-        narrowed.__dict__["occurrences"] = table.occurrences
-    return narrowed
-
-
-def _steps(problem: Problem) -> np.ndarray:
-    rows = problem.rows
-    return rows.steps if isinstance(rows, TableRows) else np.array([row.step for row in rows], dtype=np.int64)
+    return table.with_candidates(np.cumsum(counts) - counts, table.standard[picked], table.interleaved[picked])
 
 
 def _narrowed(problem: Problem, kept: tuple[np.ndarray, ...], **fields) -> Problem:
@@ -132,7 +123,7 @@ def _narrowed(problem: Problem, kept: tuple[np.ndarray, ...], **fields) -> Probl
     where = [{int(c): k for k, c in enumerate(group)} for group in kept]
     # the narrowed table is the rows' table: no second pass over every term
     return problem.with_table(
-        table, candidate_counts=tuple(len(k) for k in kept), rows=TableRows(table, _steps(problem)),
+        table, candidate_counts=tuple(len(k) for k in kept), rows=TableRows(table, row_steps(problem.rows)),
         input_choice=tuple(where[g].get(c, 0) for g, c in enumerate(problem.input_choice)),
         exchange=tuple(tuple(problem.exchange[g][int(c)] for c in group) for g, group in enumerate(kept)),
         edges=tuple(_narrowed_edge(e, kept[e.a], kept[e.b]) for e in problem.edges), **fields)

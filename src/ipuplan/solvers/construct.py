@@ -44,6 +44,13 @@ class Pairing:
             g: np.asarray(costs) >= FORBIDDEN for g, costs in enumerate(unary) if max(costs) >= FORBIDDEN}
         self.priced = sorted(set(self.incident) | set(self.alone))
         """Groups whose candidates may differ in forbidden picks or pair costs (none: the repair as without edges)."""
+        self.ends = np.array([(edge.a, edge.b) for edge in problem.edges], dtype=np.int64).reshape(-1, 2)
+        self.columns = np.array([edge.costs.shape[1] for edge in problem.edges], dtype=np.int64)
+        sizes = np.array([edge.costs.size for edge in problem.edges], dtype=np.int64)
+        self.offsets = np.cumsum(sizes) - sizes
+        self.forbidding = np.concatenate([edge.costs.ravel() >= FORBIDDEN for edge in problem.edges]) if len(
+            sizes) else np.zeros(0, dtype=bool)
+        """Every edge's pairs end to end, whether each is forbidden: a choice's forbidden pairs in one pass."""
 
     def forbidden(self, g: int, choice) -> np.ndarray | int:
         """Per candidate of `g`, its forbidden picks (alone, and in a pair with a neighbour's pick); 0 when none."""
@@ -61,8 +68,11 @@ class Pairing:
 
     def at(self, g: int, choice) -> int:
         """The forbidden picks that involve `g`'s pick: itself alone, and each pair with a neighbour's pick."""
-        found = self.forbidden(g, choice)
-        return int(found[choice[g]]) if np.ndim(found) else 0
+        c = choice[g]
+        found = int(self.alone[g][c]) if g in self.alone else 0
+        for other, costs in self.incident.get(g, ()):
+            found += int(costs[c, choice[other]] >= FORBIDDEN)
+        return found
 
     def picks_among(self, groups: set[int], choice) -> int:
         """The choice's forbidden picks that involve any of `groups` (alone, or in a pair), each once."""
@@ -75,10 +85,13 @@ class Pairing:
         return total
 
     def picks(self, choice) -> tuple[int, list[int]]:
-        """The choice's forbidden picks, and the groups they involve."""
-        at = {g: self.at(g, choice) for g in self.priced}
-        alone = sum(int(self.alone[g][choice[g]]) for g in self.alone)
-        return alone + (sum(at.values()) - alone) // 2, [g for g, count in at.items() if count]
+        """The choice's forbidden picks, and the groups they involve, ascending (every edge's pair at once: a group
+        at a time took 0.2 s a call on IOPDDL A)."""
+        chosen = np.asarray(choice, dtype=np.int64)
+        pairs = self.forbidding[self.offsets + chosen[self.ends[:, 0]] * self.columns + chosen[self.ends[:, 1]]]
+        alone = [g for g, forbidden in self.alone.items() if forbidden[choice[g]]]
+        groups = set(self.ends[pairs].ravel().tolist()).union(alone)
+        return int(pairs.sum()) + len(alone), sorted(groups)
 
 
 class GroupRows:

@@ -16,6 +16,7 @@ from ipuplan.model.problem import (
     StepRow,
     TableRows,
     Usage,
+    ranges,
     span_maxima,
     spread,
     term_table,
@@ -161,9 +162,8 @@ def test_a_tables_spans_are_its_occurrences_and_sum_as_they_do(seed):
     assert table.live_rows.tolist() == np.bincount(table.term, minlength=table.terms).tolist()
     per_row = np.random.default_rng(seed + 1).integers(-500, 500, table.rows)
     for t in range(table.terms):
-        at = table.row[table.term == t]
-        assert table.term_maxima(per_row)[t] == per_row[at].max()
-        assert table.term_totals(per_row)[t] == per_row[at].sum()
+        assert table.term_totals(per_row)[t] == per_row[table.row[table.term == t]].sum()
+    assert table.candidate_entries == int(table.counts[table.term].sum())
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -180,6 +180,7 @@ def test_rows_read_from_their_table_are_the_rows_it_was_laid_out_from(seed):
                    for (_, s, i), (_, es, ei) in zip(mine.terms, expected))
         assert [g for g, _, _ in read[r].terms] == [g for g, _, _ in mine.terms]
         assert table.groups_at(r).tolist() == [g for g, _, _ in mine.terms]
+        assert sorted(table.terms_at(r).tolist()) == sorted(table.term[table.row == r].tolist())
     assert [row.step for row in read[3:7]] == [row.step for row in rows[3:7]]
     counts = tuple(int(table.counts[table.group == g].max()) for g in range(6))
     laid_out = problem(rows, counts)
@@ -193,3 +194,8 @@ def test_rows_read_from_their_table_are_the_rows_it_was_laid_out_from(seed):
 def test_table_rows_need_a_step_per_row():
     with pytest.raises(ValueError, match="2 steps for 1 rows"):
         TableRows(term_table(TWO_STEPS.rows[:1]), np.array([0, 1]))
+
+
+def test_ranges_write_each_run_out_end_to_end():
+    assert ranges(b(5, 0, 9), b(2, 3, 1)).tolist() == [5, 6, 0, 1, 2, 9]
+    assert ranges(b(), b()).tolist() == []

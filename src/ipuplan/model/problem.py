@@ -84,6 +84,12 @@ def spread(first: np.ndarray, end: np.ndarray, weights: np.ndarray, rows: int) -
     return np.cumsum(change[:rows])
 
 
+def ranges(start: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """`start[k], start[k] + 1, ..., start[k] + length[k] - 1` for every k, end to end: spans written out row by row,
+    or terms' candidates picked out of the arrays they share."""
+    return np.repeat(start - (np.cumsum(length) - length), length) + np.arange(int(length.sum()))
+
+
 def span_maxima(per_row: np.ndarray, first: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Per span `[first, end)` (none empty), the most of `per_row` over it: a sparse table of maxima over runs of
     2^k rows, each span read as two runs that cover it."""
@@ -157,9 +163,7 @@ class TermTable:
         """(row, term) of every occurrence, by row, then by group within a row: the spans written out, for the
         callers that look at each (a plan's model rows; never needed on IOPDDL's 54 M)."""
         lengths = self.span_end - self.span_first
-        owner = np.repeat(np.arange(len(lengths)), lengths)
-        row = self.span_first[owner] + np.arange(len(owner)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        term = self.span_term[owner]
+        row, term = ranges(self.span_first, lengths), np.repeat(self.span_term, lengths)
         order = np.lexsort((self.group[term], row))
         return row[order], term[order]
 
@@ -208,13 +212,6 @@ class TermTable:
         """Per row, the sum of a per-distinct-term figure over the terms that occur there (running totals)."""
         return spread(self.span_first, self.span_end, np.asarray(per_term, dtype=np.int64)[self.span_term], self.rows)
 
-    def term_maxima(self, per_row: np.ndarray) -> np.ndarray:
-        """Per distinct term, the most of a per-row figure over the rows it occurs at (int64's least: none)."""
-        found = np.full(self.terms, np.iinfo(np.int64).min, dtype=np.int64)
-        np.maximum.at(found, self.span_term, span_maxima(np.asarray(per_row, dtype=np.int64), self.span_first,
-                                                          self.span_end))
-        return found
-
     def term_totals(self, per_row: np.ndarray) -> np.ndarray:
         """Per distinct term, the sum of a per-row figure over the rows it occurs at (prefix sums, in floats)."""
         running = np.concatenate([[0.0], np.cumsum(per_row, dtype=np.float64)])
@@ -246,9 +243,19 @@ class TermTable:
         constant = standard * self.constant_standard + interleaved * self.constant_interleaved
         return constant + self.term_sums(low), constant + self.term_sums(high)
 
+    @property
+    def candidate_entries(self) -> int:
+        """Each candidate of each term at each row it occurs at: the rows' entries before any reduction."""
+        return int((self.counts * self.live_rows).sum())
+
+    def terms_at(self, row: int) -> np.ndarray:
+        """The terms that occur at `row`, by group."""
+        terms = self.span_term[(self.span_first <= row) & (self.span_end > row)]
+        return terms[np.argsort(self.group[terms], kind="stable")]
+
     def groups_at(self, row: int) -> np.ndarray:
         """The groups of the terms that occur at `row`, ascending."""
-        return np.sort(self.group[self.span_term[(self.span_first <= row) & (self.span_end > row)]])
+        return self.group[self.terms_at(row)]
 
 
 def spans_of(row: np.ndarray, term: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -325,9 +332,7 @@ class TableRows(Sequence):
         if isinstance(index, slice):
             return tuple(self[r] for r in range(*index.indices(len(self))))
         r = range(len(self))[index]
-        table = self.table
-        at = np.flatnonzero((table.span_first <= r) & (table.span_end > r))
-        terms = table.span_term[at][np.argsort(table.group[table.span_term[at]], kind="stable")]
+        table, terms = self.table, self.table.terms_at(r)
         return StepRow(int(self.steps[r]), int(table.constant_standard[r]), int(table.constant_interleaved[r]),
                        tuple(map(self._terms.__getitem__, terms.tolist())))
 

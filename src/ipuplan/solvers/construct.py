@@ -18,7 +18,7 @@ from itertools import chain
 import numpy as np
 
 from ipuplan.model.objective import Objective
-from ipuplan.model.problem import FORBIDDEN, Problem, Usage
+from ipuplan.model.problem import FORBIDDEN, Problem, Usage, ranges
 
 MOVES = 4000
 """Repair moves at least, and a quarter of the groups where more: a deterministic cap (no clock). An unrolled program
@@ -124,10 +124,7 @@ class GroupRows:
         spans, table = self.spans[self.bounds[g]:self.bounds[g + 1]], self.table
         first, terms = table.span_first[spans], table.span_term[spans]
         lengths = table.span_end[spans] - first
-        if len(spans) == 1:  # IOPDDL's every group, most of a plan's
-            return np.arange(first[0], first[0] + lengths[0]), np.repeat(terms, lengths)
-        rows = np.repeat(first - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))
-        return rows, np.repeat(terms, lengths)
+        return ranges(first, lengths), np.repeat(terms, lengths)
 
     def segments(self, g: int) -> list[tuple[int, np.ndarray]]:
         """Per distinct term of group `g`, the term and the rows it holds the group's bytes at (IOPDDL: one term)."""

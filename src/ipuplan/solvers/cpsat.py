@@ -431,7 +431,7 @@ def searched_start(problem: Problem, settings: SolverSettings | None,
     valid. One over the limits needs `relieve`'s moves, each a pass over the groups of a row: from the input of IOPDDL
     A, 16 T over the limit, a round took 140 s. They share one deadline, the "lagrangian start" share of the time limit
     (none without settings or when deterministic: their rounds are capped anyway), and one GroupRows
-    (`lagrange.group_rows`, kept for the neighbourhood search; 6 s to build on IOPDDL A): a start that is stuck leaves
+    (`lagrange.group_rows`, kept for the neighbourhood search): a start that is stuck leaves
     the rest to the next. Then the constructive choice when the start still breaks a budget or makes a forbidden pick
     and is better (only where the whole model fits: the repair's moves each sort the rows, 66 s on
     IOPDDL A)."""
@@ -471,8 +471,7 @@ reached 41.89 G but raised the written plan's exact exchange by 4.8% (37.94 G ->
 
 
 def _beyond_proxy_ties(problem: Problem) -> bool:
-    table = problem.table
-    return int((table.counts * table.live_rows).sum()) > PROXY_TIES_ENTRIES
+    return problem.table.candidate_entries > PROXY_TIES_ENTRIES
 
 
 def _without_windows(problem: Problem, settings: SolverSettings) -> SolveResult:

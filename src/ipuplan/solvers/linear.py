@@ -249,7 +249,7 @@ def linear_rows(problem: Problem, soft: bool = False) -> LinearRows:
     clusters, sums = _clusters(table, first, term_rows, _merged(table, term_rows, len(rules)))
     floor = problem.lower_bound()
     built = tuple(_rule_rows(problem, first, clusters, rule, floor) for rule in rules)
-    plain = int(table.counts[table.term].sum()) * (1 + len(problem.limits))
+    plain = table.candidate_entries * (1 + len(problem.limits))
     return LinearRows(first, int(sum(problem.candidate_counts)), sums, built, peak_cap,
                       int((clusters.of_term >= 0).sum()), plain)
 

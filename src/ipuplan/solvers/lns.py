@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ipuplan.model.problem import FORBIDDEN, Edge, Problem, TableRows, TermTable, Usage, spans_of
+from ipuplan.model.problem import FORBIDDEN, Edge, Problem, TableRows, TermTable, Usage, ranges, spans_of
 from ipuplan.solvers.construct import GroupRows
 from ipuplan.solvers.deadline import DETERMINISTIC_WALL
 from ipuplan.solvers.lagrange import group_rows
@@ -120,7 +120,7 @@ def _local_table(table: TermTable, located: list[tuple[np.ndarray, np.ndarray]],
     groups[term] = group
     counts = table.counts[distinct]
     starts = np.cumsum(counts) - counts
-    at = np.repeat(table.start[distinct] - starts, counts) + np.arange(int(counts.sum()))
+    at = ranges(table.start[distinct], counts)
     span_term, span_first, span_end = spans_of(row, term.reshape(-1))
     return TermTable(groups, starts, table.standard[at], table.interleaved[at], span_term, span_first, span_end,
                      standard[picked], interleaved[picked])

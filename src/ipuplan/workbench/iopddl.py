@@ -26,7 +26,7 @@ import numpy as np
 
 from ipuplan.errors import PlanError
 from ipuplan.model.objective import Objective
-from ipuplan.model.problem import FORBIDDEN, Edge, Problem, TableRows, TermTable
+from ipuplan.model.problem import FORBIDDEN, Edge, Problem, TableRows, TermTable, ranges
 from ipuplan.plan.budgets import Limit
 from ipuplan.replan.options import default_workers
 from ipuplan.solvers import SolveResult, SolverSettings, solve
@@ -324,7 +324,7 @@ def usage_rows(instance: Instance) -> TableRows:
     nodes, first, end = varying[live][order], first[live][order], end[live][order]
     counts = instance.strategy_counts[nodes]
     starts = np.cumsum(counts) - counts
-    at = np.repeat(instance.strategy_start[nodes] - starts, counts) + np.arange(int(counts.sum()))
+    at = ranges(instance.strategy_start[nodes], counts)
     events, constant = live_sum(instance, np.where(most > least, 0, least))
     table = TermTable(group=nodes, start=starts, standard=instance.usages[at], interleaved=np.zeros(len(at), np.int64),
                       span_term=np.arange(len(nodes)), span_first=first, span_end=end,

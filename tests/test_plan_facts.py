@@ -1,13 +1,21 @@
 """The facts of one plan, inferred once (`facts.plan_facts`): every Gemm is a family or rejected with its reason,
 the budgets given change the estimate and nothing inferred before it, and the element-wise families are inferred
-on first use only, once."""
+on first use only, once; a rewrite's facts read the input's where nothing they read changed."""
 
 from __future__ import annotations
 
+import pytest
+from reference import with_step, with_value
+
 from ipuplan.facts import plan_facts as plan_facts_module
+from ipuplan.facts.dataflow import dataflow
 from ipuplan.facts.elementwise_families import recognise_elementwise
-from ipuplan.facts.plan_facts import plan_facts
+from ipuplan.facts.liveness import liveness
+from ipuplan.facts.plan_facts import plan_facts, rewritten_facts
 from ipuplan.plan.budgets import Budgets
+from ipuplan.replan.gathers import with_gathers
+from ipuplan.replan.rewrite import apply_choice
+from ipuplan.space.scopes import candidate_space
 
 
 def test_every_gemm_is_a_family_or_rejected_with_its_reason(reference_plan, facts):
@@ -41,3 +49,45 @@ def test_the_elementwise_families_are_inferred_on_first_use_once(reference_plan,
     first = fresh.elementwise
     assert fresh.elementwise is first and len(calls) == 1
     assert first == recognise_elementwise(reference_plan, fresh.flow)
+
+
+def _applied(facts, space, pick: str):
+    choice = tuple(1 if pick == "second" else len(g.candidates) - 1 for g in space.free)
+    return with_gathers(apply_choice(facts.plan, space, choice), space, choice, facts.live.born_at)
+
+
+@pytest.mark.parametrize("scope", ["storage", "kernels", "full", "program"])
+@pytest.mark.parametrize("pick", ["second", "last"])
+def test_a_rewrites_facts_are_its_own_and_reuse_the_inputs_dataflow_where_nothing_it_read_changed(facts, scope, pick):
+    space = candidate_space(facts, scope)
+    applied = _applied(facts, space, pick)
+    reused, fresh = rewritten_facts(facts, applied), plan_facts(applied)
+    assert (reused.live, reused.flow, reused.families, reused.attention, reused.estimate) == (
+        fresh.live, fresh.flow, fresh.families, fresh.attention, fresh.estimate)
+    inserted = len(applied.steps) > len(facts.plan.steps)
+    assert (reused.flow.steps is facts.flow.steps) is not inserted  # a gather's step is read afresh
+    assert (reused.live is facts.live) is not inserted
+
+
+def test_a_shape_no_rule_of_shapes_read_keeps_every_steps_flow(reference_plan, facts):
+    unread = [v.id for v in reference_plan.values if v.id not in facts.flow.formed and len(v.shape) > 1][:5]
+    assert unread
+    for value in unread:
+        changed = with_value(reference_plan, value, shape=[7, *reference_plan.values[value].shape[1:]])
+        assert rewritten_facts(facts, changed).flow.steps is facts.flow.steps
+        assert rewritten_facts(facts, changed).flow == dataflow(changed)
+
+
+@pytest.mark.parametrize("change", ["formed shape", "name", "operation kind", "live set"])
+def test_a_rewrite_that_changes_what_the_rules_read_is_inferred_afresh(reference_plan, facts, change):
+    value = min(facts.flow.formed)
+    copy_step = next(s.index for s in reference_plan.steps if s.parsed_operation.kind == "Copy")
+    changed = {
+        "formed shape": lambda: with_value(reference_plan, value, shape=[7, *reference_plan.values[value].shape[1:]]),
+        "name": lambda: with_value(reference_plan, value, name="renamed"),
+        "operation kind": lambda: with_step(reference_plan, copy_step, operation="Repeat"),
+        "live set": lambda: with_step(reference_plan, copy_step, live=list(reference_plan.steps[copy_step].live[1:])),
+    }[change]()
+    rewritten = rewritten_facts(facts, changed)
+    assert rewritten.flow.steps is not facts.flow.steps
+    assert rewritten.flow == dataflow(changed, liveness(changed))

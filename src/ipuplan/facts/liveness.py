@@ -39,6 +39,12 @@ def liveness(plan: Plan) -> Liveness:
                     (lengths, value_of))
 
 
+def same_live_sets(before: Plan, after: Plan) -> bool:
+    """Whether both plans have as many values and the same steps live sets (the liveness reads nothing else)."""
+    return (len(before.values) == len(after.values) and len(before.steps) == len(after.steps)
+            and all(old.live is new.live or old.live == new.live for old, new in zip(before.steps, after.steps)))
+
+
 def _by_step(step_of: np.ndarray, steps: int) -> tuple[tuple[int, ...], ...]:
     """Per step, the values whose `step_of` it is (-1: none), in increasing id."""
     live = np.flatnonzero(step_of >= 0)

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ipuplan.facts.attention_families import AttentionFamily, recognise_attention
-from ipuplan.facts.dataflow import Dataflow, dataflow
+from ipuplan.facts.dataflow import Dataflow, dataflow, rewritten_dataflow
 from ipuplan.facts.elementwise_families import ElementwiseFamily, recognise_elementwise
 from ipuplan.facts.estimate import Estimate, estimate
 from ipuplan.facts.gemm_families import KernelFamily, recognise_families
-from ipuplan.facts.liveness import Liveness, liveness
+from ipuplan.facts.liveness import Liveness, liveness, same_live_sets
 from ipuplan.plan.budgets import Budgets
 from ipuplan.plan.collector import gc_paused
 from ipuplan.plan.format import Plan
@@ -54,9 +54,18 @@ def plan_facts(plan: Plan, budgets: Budgets | None = None) -> PlanFacts:
         return _facts(plan, budgets or Budgets.of(plan))
 
 
-def _facts(plan: Plan, budgets: Budgets) -> PlanFacts:
-    live = liveness(plan)
-    flow = dataflow(plan, live)
+def rewritten_facts(before: PlanFacts, after: Plan) -> PlanFacts:
+    """`plan_facts(after)` of `after`, a rewrite of `before.plan`: the liveness and the steps' dataflow are `before`'s
+    where the rewrite left what they read alone (`rewritten_dataflow`); what reads layouts (the estimate, the
+    families) is inferred afresh."""
+    with gc_paused():
+        live = before.live if same_live_sets(before.plan, after) else liveness(after)
+        return _facts(after, Budgets.of(after), live, rewritten_dataflow(before.plan, before.flow, after, live))
+
+
+def _facts(plan: Plan, budgets: Budgets, live: Liveness | None = None, flow: Dataflow | None = None) -> PlanFacts:
+    live = live or liveness(plan)
+    flow = flow or dataflow(plan, live)
     families, rejected = recognise_families(plan, flow)
     return PlanFacts(
         plan=plan,

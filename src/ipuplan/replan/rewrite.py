@@ -11,7 +11,7 @@ from typing import TypeVar
 
 from ipuplan.errors import IpuplanError
 from ipuplan.facts.estimate import Estimate, ValueBytes, estimate
-from ipuplan.facts.plan_facts import PlanFacts, plan_facts
+from ipuplan.facts.plan_facts import PlanFacts, rewritten_facts
 from ipuplan.plan.budgets import Budgets
 from ipuplan.plan.collector import gc_paused
 from ipuplan.plan.format import Plan, Step, Value
@@ -115,12 +115,13 @@ def rewrite(facts: PlanFacts, space: CandidateSpace, choice: tuple[int, ...], bu
     rather than return a plan that fails.
 
     The facts are inferred once, from the plan before its derived fields are written: the
-    estimate, liveness and dataflow read layouts, shapes and live sets, never derived numbers.
+    estimate, liveness and dataflow read layouts, shapes and live sets, never derived numbers. What of them reads
+    only what the rewrite left alone is the input's (`rewritten_facts`).
     """
     with gc_paused():
         applied = with_gathers(apply_choice(with_budgets(facts.plan, budgets), space, choice), space, choice,
                                facts.live.born_at)
-        inferred = plan_facts(applied)
+        inferred = rewritten_facts(facts, applied)
         rewritten = replace(inferred, plan=with_derived_fields(applied, inferred.estimate))
         # the whole output contract of the run's scope, from outside the optimiser (it runs `check` too), against
         # the run's own facts and space: a choice the space did not offer is refused here, not written

@@ -1,9 +1,11 @@
 """The neighbourhood search of a `fit` with edges (`solvers.lns`), on small random problems against brute-force
 enumeration: a neighbourhood's problem prices every choice of its groups as the whole problem does, the search ends no
-worse than it began, and with one worker it counts deterministic units, not the clock."""
+worse than it began, and with one worker it counts deterministic units, not the clock; a repair moves a choice over a
+limit within it where one-group moves cannot, never further over nor to a forbidden pick."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
 from dataclasses import replace
@@ -12,13 +14,15 @@ import numpy as np
 import pytest
 from problems import b, problem, valid_choices
 from test_model_problem import random_rows
+from test_pairwise import PROBLEMS
 from test_solvers_lagrange import FITTING, valid
 
-from ipuplan.model.problem import Edge, Problem, StepRow, term_table
-from ipuplan.plan.budgets import Limit
+from ipuplan.model.problem import FORBIDDEN, Edge, Problem, StepRow, term_table
+from ipuplan.plan.budgets import Budgets, Limit
 from ipuplan.solvers import cpsat
 from ipuplan.solvers.construct import GroupRows
-from ipuplan.solvers.lns import grown, neighbourhood, search
+from ipuplan.solvers.lagrange import lagrangian, relieve
+from ipuplan.solvers.lns import grown, neighbourhood, repaired, search
 
 
 @pytest.mark.parametrize("p", FITTING[:8])
@@ -105,3 +109,55 @@ def test_a_run_of_rows_with_the_same_free_terms_is_one_row_per_limit():
     part = neighbourhood(p, GroupRows(p), (0, 0), np.array([0]), p.usage((0, 0)))
     assert [row.step for row in part.problem.rows] == [int(np.argmax([row.standard for row in rows]))]
     assert [valid(part.problem, (k,)) for k in range(2)] == [valid(p, (k, 0)) for k in range(2)] == [True, False]
+
+
+def _pairs_that_must_agree() -> Problem:
+    """One row, limit 100, three groups at 60 bytes each (180): each may drop to 10 bytes, groups 0 and 1 for 1 of
+    exchange each but only together (their edge forbids the mixed pairs), group 2 for 50. The least exchange within
+    the limit moves 0 and 1 (80 bytes, exchange 2); one-group moves can only move 2 (130 bytes)."""
+    row = StepRow(0, 0, 0, tuple((g, b(60, 10), b(0, 0)) for g in range(3)))
+    return problem([row], (2, 2, 2), exchange=((0, 1), (0, 1), (0, 50)), sizes=(0, 0, 0),
+                   limits=Budgets(100, 0, 0).limits[:1], edges=[Edge(0, 1, np.array([[0, FORBIDDEN], [FORBIDDEN, 0]]))])
+
+
+def test_a_repair_moves_a_choice_over_the_limit_within_it_where_one_group_moves_cannot():
+    p = _pairs_that_must_agree()
+    assert not valid(p, tuple(relieve(p, (0, 0, 0), GroupRows(p))))
+    assert tuple(repaired(p, (0, 0, 0), cpsat.repair_part, time.perf_counter() + 30)) == (1, 1, 0)
+
+
+def test_the_lagrangian_rounds_repair_a_choice_over_the_limit():
+    p = _pairs_that_must_agree()
+    repair = functools.partial(repaired, p, repair_part=cpsat.repair_part)
+    assert lagrangian(p, (0, 0, 0), rounds=3, repair=repair) == (1, 1, 0)
+
+
+def test_a_repair_gives_up_where_no_neighbourhood_lightens_the_choice():
+    p = _pairs_that_must_agree()
+    tight = replace(p, limits=Budgets(20, 0, 0).limits[:1])  # 30 bytes at least: nothing fits
+    least = (1, 1, 1)
+    assert tuple(repaired(tight, least, cpsat.repair_part, time.perf_counter() + 30)) == least
+
+
+@pytest.mark.parametrize("p", [p for p in PROBLEMS if p.limits][:12])
+def test_a_repair_never_leaves_a_choice_further_over_nor_makes_a_forbidden_pick(p):
+    choices = itertools.product(*(range(n) for n in p.candidate_counts))
+    over = [c for c in choices if not p.forbidden_in(c) and p.usage(c).violation(p.limits)][:3]
+    for choice in over:
+        fixed = tuple(repaired(p, choice, cpsat.repair_part, time.perf_counter() + 30))
+        assert not p.forbidden_in(fixed)
+        assert p.usage(fixed).violation(p.limits) <= p.usage(choice).violation(p.limits)
+
+
+@pytest.mark.parametrize("p", [p for p in PROBLEMS if p.limits][:12])
+def test_a_repair_neighbourhood_is_solved_for_the_least_excess_then_the_least_exchange_there(p):
+    def excess(choice) -> int:
+        return sum(p.usage(choice).worst_excess(p.limits))
+
+    allowed = [c for c in itertools.product(*(range(n) for n in p.candidate_counts)) if not p.forbidden_in(c)]
+    found = cpsat.repair_part(p, 10.0, 0)
+    if not allowed:
+        assert found is None
+        return
+    assert found is not None and (excess(found), p.exchange_of(found)) == min(
+        (excess(c), p.exchange_of(c)) for c in allowed)

@@ -25,7 +25,7 @@ from ipuplan.solvers.construct import cheapest, construct, tie_bound, tie_value
 from ipuplan.solvers.deadline import part
 from ipuplan.solvers.lagrange import lagrangian, least_bytes
 from ipuplan.solvers.linear import LinearRows, PairColumns, RuleRows, linear_rows, pair_columns
-from ipuplan.solvers.lns import search
+from ipuplan.solvers.lns import repaired, search
 from ipuplan.solvers.ortools_import import cp_model
 from ipuplan.solvers.reduce import on_undominated, pairwise
 from ipuplan.solvers.result import FrontPoint, Progress, SolveResult, SolverSettings, SolveStatus, model_size
@@ -431,18 +431,21 @@ def searched_start(problem: Problem, settings: SolverSettings | None,
     valid. One over the limits needs `relieve`'s moves, each a pass over the groups of a row: from the input of IOPDDL
     A, 16 T over the limit, a round took 140 s. They share one deadline, the "lagrangian start" share of the time limit
     (none without settings or when deterministic: their rounds are capped anyway), and one GroupRows
-    (`lagrange.group_rows`, kept for the neighbourhood search): a start that is stuck leaves
-    the rest to the next. Then the constructive choice when the start still breaks a budget or makes a forbidden pick
-    and is better (only where the whole model fits: the repair's moves each sort the rows, 66 s on
-    IOPDDL A)."""
+    (`lagrange.group_rows`, kept for the neighbourhood search): a start that is stuck leaves the rest to the next. A
+    round's choice over the limits is repaired by CP-SAT neighbourhoods (`lns.repaired`) where the whole model does not
+    fit. Then the constructive choice when the start still breaks a budget or makes a forbidden pick and is better
+    (only where the whole model fits: the repair's moves each sort the rows, 66 s on IOPDDL A)."""
     deadline = None if settings is None or settings.deterministic else time.perf_counter() + settings.wall(
         part("lagrangian start", settings.time_limit))
     seed = settings.seed if settings else 0
     begins = [tuple(begin(problem)) for begin in (lambda problem: problem.input_choice, cheapest, least_bytes)]
     found = None
+    # where the whole model fits, its solve repairs (IOPDDL G: 26 s to the proof, 47 s with repairs in the rounds)
+    repair = None if whole_model_fits(problem) else partial(repaired, problem, seed=seed,
+                                                            repair_part=partial(repair_part, settings=settings))
     for begin in sorted(begins, key=lambda choice: (problem.usage(choice).violation(problem.limits) > 0,
                                                     problem.forbidden_in(choice))):
-        again = lagrangian(problem, begin, seed=seed, deadline=deadline, on_valid=on_valid)
+        again = lagrangian(problem, begin, seed=seed, deadline=deadline, on_valid=on_valid, repair=repair)
         found = again if found is None else min(found, again, key=lambda choice: _rank(problem, choice, Objective.FIT))
         if problem.valid(found):
             return found
@@ -610,6 +613,29 @@ def solve_part(problem: Problem, seconds: float, seed: int,
     status = solver.solve(choices.model)
     return (status == cp_model.OPTIMAL, choices.chosen(solver) if status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
             else None, solver.response_proto.deterministic_time)
+
+
+def repair_part(problem: Problem, seconds: float, seed: int,
+                settings: SolverSettings | None = None) -> tuple[int, ...] | None:
+    """A neighbourhood's problem over its limits (`lns.repaired`): the least excess over them (summed over the limits,
+    each its worst row's) within `seconds`, then the least exchange at that excess within half of them, from its input
+    choice; None when the first solve found no choice. `settings` as `solve_part`'s."""
+    settings = replace(settings or SolverSettings(workers=1), seed=seed, presolve=True)
+    lightest = build_model(problem, soft=True)
+    lightest.hint(problem.input_choice)
+    lightest.model.minimize(sum(lightest.over))
+    solver = _solver(settings, seconds)
+    if solver.solve(lightest.model) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None
+    found, excess = lightest.chosen(solver), sum(solver.value(over) for over in lightest.over)
+    cheapest_there = build_model(problem, soft=True)
+    cheapest_there.hint(found)
+    cheapest_there.model.add(sum(cheapest_there.over) <= excess)
+    cheapest_there.model.minimize(cheapest_there.exchange)
+    solver = _solver(settings, seconds / 2)
+    if solver.solve(cheapest_there.model) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return cheapest_there.chosen(solver)
+    return found
 
 
 def _neighbourhoods(problem: Problem, settings: SolverSettings, progress: Progress | None, begun: Start,

@@ -156,6 +156,13 @@ SHED_SHARE = 0.25
 of some 80 s; A's: 16 s, and still 590 left, which the rounds from the start itself would have had)."""
 
 
+REPAIR_SHARE = 0.2
+"""Of the time a Lagrangian start has left, the most one round's repair takes (`lagrangian`'s `repair`)."""
+REPAIR_TRIES = 5
+"""Repairs in a row that leave their choice over the limits, after which the rounds go on without: IOPDDL S's rounds
+are valid on their own, and its repairs failed at 3-4 s each; K's first two fail, then one in two succeeds."""
+
+
 RELIEF_SHARE = 0.1
 """Of the time a Lagrangian start has left, the most one round's `relieve` takes: IOPDDL M's first round, its prices
 all 0, is 93 T over the limit, and 4,000 moves (21 s of 87) left it there."""
@@ -394,14 +401,19 @@ _SHARED: list = []
 
 
 def lagrangian(problem: Problem, start, index: GroupRows | None = None, rounds: int = ROUNDS, seed: int = 0,
-               deadline: float | None = None, on_valid: Callable[[tuple[int, ...]], None] | None = None
-               ) -> tuple[int, ...]:
+               deadline: float | None = None, on_valid: Callable[[tuple[int, ...]], None] | None = None,
+               repair: Callable[..., list[int]] | None = None) -> tuple[int, ...]:
     """The best (fewest forbidden picks, least excess, least exchange) of `start` (improved by `descend` when it is
     valid; when the rounds leave none valid, the best's descent) and the rounds' repaired choices (module docstring);
     no round begins after `deadline` (a
     `time.perf_counter` value), nor after one that left an invalid best no better, so that a start that is stuck
     leaves the time to another; `on_valid` hears of the first valid choice. `index`: the problem's GroupRows (the shared
-    one, `group_rows`, when not given)."""
+    one, `group_rows`, when not given). `repair(choice, deadline=...)`: a round's choice over a limit, with no
+    forbidden pick and cheaper than the best, moved within the limits (`lns.repaired`: IOPDDL K's rounds were all
+    over, its best the valid start at 18.9 G, where their repairs are valid at 12-14 G), tried when the best is not
+    valid or the choice is cheaper, until a round is valid on its own (S's, from the second on: the rounds' time is
+    better spent on more rounds) or REPAIR_TRIES in a row failed; with a deadline, a repair takes at most
+    REPAIR_SHARE of the time left."""
     index = group_rows(problem) if index is None else index
     incident, prices = index.pairing.incident, RowPrices(problem)
     random = np.random.default_rng(seed)
@@ -417,7 +429,7 @@ def lagrangian(problem: Problem, start, index: GroupRows | None = None, rounds: 
         best = (_key(problem, first), first)
     if on_valid is not None and best[0][:2] == (0, 0):
         on_valid(tuple(best[1]))
-    scale = 1.0
+    scale, failed, unaided = 1.0, 0, False
     for _ in range(rounds):
         if _past(deadline):
             break
@@ -427,6 +439,14 @@ def lagrangian(problem: Problem, start, index: GroupRows | None = None, rounds: 
         relieved = relieve(problem, tree, index, deadline=_part_left(deadline, RELIEF_SHARE))
         found = descend(problem, unforbid(problem, relieved, index, deadline=deadline), index, deadline=deadline)
         key = _key(problem, found)
+        unaided = unaided or key[:2] == (0, 0)
+        if repair is not None and not unaided and failed < REPAIR_TRIES and key[0] == 0 and key[1] > 0 and (
+                best[0][:2] != (0, 0) or key[2] < best[0][2]):
+            fixed = repair(found, deadline=_part_left(deadline, REPAIR_SHARE) or np.inf)
+            failed = failed + 1 if problem.forbidden_in(fixed) or problem.usage(fixed).violation(problem.limits) else 0
+            if not failed:  # only a valid choice is worth its descent: one still over stays behind a valid best
+                fixed = descend(problem, fixed, index, deadline=deadline)
+            found, key = min((found, key), (fixed, _key(problem, fixed)), key=lambda pair: pair[1])
         if on_valid is not None and key[:2] == (0, 0) and best[0][:2] != (0, 0):
             on_valid(tuple(found))
         if key < best[0]:

@@ -22,7 +22,7 @@ import numpy as np
 from ipuplan.model.problem import FORBIDDEN, Edge, Problem, TableRows, TermTable, Usage, ranges, spans_of
 from ipuplan.solvers.construct import GroupRows
 from ipuplan.solvers.deadline import DETERMINISTIC_WALL
-from ipuplan.solvers.lagrange import group_rows
+from ipuplan.solvers.lagrange import Slack, group_rows
 
 FIRST_SIZE = 60
 """Free groups of the first neighbourhood."""
@@ -33,6 +33,15 @@ booleans' building and presolve more than they find."""
 SMALLEST = 10
 STEP_SECONDS = 2.0
 """CP-SAT's time per neighbourhood at most."""
+REPAIR_SIZE = 150
+"""Groups a repair frees at the row furthest over a limit (those that can relieve it most), with as many of their
+neighbours at most. IOPDDL K's Lagrangian rounds, 5 MB to 50 GB over the limit at 12-13 G: valid at 12.2-13.9 G in
+2-9 s, where `lagrange.relieve`'s one-group moves left them over."""
+REPAIR_SECONDS = 2.0
+"""CP-SAT's time per repair neighbourhood at most for its least excess (and half of it for its least exchange)."""
+REPAIR_PARTS = 6
+"""Neighbourhoods one repair solves at most (K's repairs that end valid take 1-3; S's first round, 10.7 T over,
+took 20 in 21 s and stayed over)."""
 PART_UNITS = 0.02
 """Deterministic units a neighbourhood counts at least (its building is work too): a search of N units solves at
 most N / PART_UNITS of them."""
@@ -154,6 +163,68 @@ def _seeds(problem: Problem, choice) -> np.ndarray:
     return order[excess[order] > 0]
 
 
+PartRepair = Callable[[Problem, float, int], tuple[int, ...] | None]
+"""Solves a neighbourhood's problem from its input choice within seconds, with a seed, for the least excess over its
+limits, then the least exchange at that excess: its choice, or None when it found none (`cpsat.repair_part`)."""
+
+
+def repaired(problem: Problem, choice, repair_part: PartRepair, deadline: float, seed: int = 0,
+             index: GroupRows | None = None) -> list[int]:
+    """`choice` moved off the row furthest over a limit, a neighbourhood at a time, while one is, each neighbourhood
+    lessening the excess, and `deadline` (a `time.perf_counter` value) is not past: the groups live there that can
+    relieve it most (REPAIR_SIZE) and their neighbours, solved by `repair_part`. Never a forbidden pick: the
+    neighbourhood's exchange prices every pair with a fixed group."""
+    index = group_rows(problem) if index is None else index
+    random = np.random.default_rng(seed)
+    choice = list(choice)
+    usage = problem.usage(choice)
+    usage = Usage(usage.standard.copy(), usage.interleaved.copy())
+    violation = usage.violation(problem.limits)
+    for _ in range(REPAIR_PARTS):
+        if violation == 0 or deadline - time.perf_counter() <= 0.05:
+            break
+        free = _relieving(problem, index, choice)
+        if not len(free):  # no group there has a lighter candidate
+            break
+        part = neighbourhood(problem, index, choice, free, usage)
+        found = repair_part(part.problem, min(REPAIR_SECONDS, deadline - time.perf_counter()),
+                            int(random.integers(1 << 30)))
+        if found is None:
+            break
+        was = [choice[g] for g in free.tolist()]
+        _move(index, usage, choice, free, found)
+        now = usage.violation(problem.limits)
+        if now >= violation:  # no lighter: back to where it was, and the rounds go on without it
+            _move(index, usage, choice, free, was)
+            break
+        violation = now
+    return choice
+
+
+def _move(index: GroupRows, usage: Usage, choice: list[int], groups: np.ndarray, picks) -> None:
+    """The `groups` to their `picks`, in `choice` and in `usage`."""
+    for g, c in zip(groups.tolist(), picks):
+        if c != choice[g]:
+            index.moved(usage, g, choice[g], c)
+            choice[g] = c
+
+
+def _relieving(problem: Problem, index: GroupRows, choice: list[int]) -> np.ndarray:
+    """The groups live at the row furthest over a limit that can relieve it most (REPAIR_SIZE), and as many of
+    their neighbours at most, ascending."""
+    slack = Slack(problem, choice, index)
+    groups = np.unique(problem.table.groups_at(slack.worst()))
+    relief = np.array([slack.relief(g, choice[g]).max(initial=0) for g in groups.tolist()])
+    order = np.argsort(-relief, kind="stable")
+    top = groups[order[relief[order] > 0]][:REPAIR_SIZE].tolist()
+    free = set(top)
+    for g in top:
+        for other, _ in index.pairing.incident.get(g, ()):
+            if len(free) < 2 * REPAIR_SIZE:
+                free.add(other)
+    return np.array(sorted(free), dtype=np.int64)
+
+
 PartSolve = Callable[[Problem, float, int], tuple[bool, tuple[int, ...] | None, float]]
 """Solves a neighbourhood's problem from its input choice within seconds, with a seed: (proven optimal, its choice
 no dearer than the input, or None, the deterministic units it used). The CP-SAT backend passes its own
@@ -198,10 +269,7 @@ def search(problem: Problem, choice, seconds: float, solve_part: PartSolve, seed
         units += max(used, PART_UNITS)
         size = min(int(size * 1.25) + 1, LARGEST, problem.groups) if optimal else max(int(size / 1.25), SMALLEST)
         if found is not None and part.problem.exchange_of(found) < before:
-            for g, c in zip(free.tolist(), found):
-                if c != choice[g]:
-                    index.moved(usage, g, choice[g], c)
-                    choice[g] = c
+            _move(index, usage, choice, free, found)
             over = over and usage.violation(problem.limits) > 0
             if progress is not None and not over and not problem.forbidden_in(choice):
                 progress("neighbourhoods", problem.exchange_of(choice), 0, time.perf_counter() - started)

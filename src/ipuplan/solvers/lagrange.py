@@ -366,6 +366,24 @@ class RowPrices:
         return True
 
 
+def _worth_repairing(key: tuple[int, int, int], best: tuple[int, int, int]) -> bool:
+    """Whether a round's choice (its `_key`) is over the limits with no forbidden pick, where the best is not valid or
+    dearer."""
+    return key[0] == 0 and key[1] > 0 and (best[:2] != (0, 0) or key[2] < best[2])
+
+
+def _repaired(problem: Problem, found: list[int], key: tuple[int, int, int], repair: Callable[..., list[int]],
+              index: GroupRows, deadline: float | None) -> tuple[list[int], tuple[int, int, int], bool]:
+    """(the better of `found` and its repair, that one's key, whether the repair is valid): a valid repair descended,
+    one still over left as it is (it stays behind a valid best)."""
+    fixed = repair(found, deadline=_part_left(deadline, REPAIR_SHARE) or np.inf)
+    valid = problem.valid(tuple(fixed))
+    if valid:
+        fixed = descend(problem, fixed, index, deadline=deadline)
+    better = min((found, key), (fixed, _key(problem, fixed)), key=lambda pair: pair[1])
+    return better[0], better[1], valid
+
+
 def _key(problem: Problem, choice) -> tuple[int, int, int]:
     return problem.forbidden_in(choice), problem.usage(choice).violation(problem.limits), problem.exchange_of(choice)
 
@@ -440,13 +458,9 @@ def lagrangian(problem: Problem, start, index: GroupRows | None = None, rounds: 
         found = descend(problem, unforbid(problem, relieved, index, deadline=deadline), index, deadline=deadline)
         key = _key(problem, found)
         unaided = unaided or key[:2] == (0, 0)
-        if repair is not None and not unaided and failed < REPAIR_TRIES and key[0] == 0 and key[1] > 0 and (
-                best[0][:2] != (0, 0) or key[2] < best[0][2]):
-            fixed = repair(found, deadline=_part_left(deadline, REPAIR_SHARE) or np.inf)
-            failed = failed + 1 if problem.forbidden_in(fixed) or problem.usage(fixed).violation(problem.limits) else 0
-            if not failed:  # only a valid choice is worth its descent: one still over stays behind a valid best
-                fixed = descend(problem, fixed, index, deadline=deadline)
-            found, key = min((found, key), (fixed, _key(problem, fixed)), key=lambda pair: pair[1])
+        if repair is not None and not unaided and failed < REPAIR_TRIES and _worth_repairing(key, best[0]):
+            found, key, fixed = _repaired(problem, found, key, repair, index, deadline)
+            failed = 0 if fixed else failed + 1
         if on_valid is not None and key[:2] == (0, 0) and best[0][:2] != (0, 0):
             on_valid(tuple(found))
         if key < best[0]:

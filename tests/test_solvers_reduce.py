@@ -1,13 +1,18 @@
 """`solvers.reduce`: dominated candidates dropped before any backend sees them, the input always kept, and
-a reduced choice lifted back to the problem's candidates."""
+a reduced choice lifted back to the problem's candidates; the candidates kept are those no other beats, by a
+candidate-by-candidate reading of the rule, however the groups are batched."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
+from test_pairwise import PROBLEMS
 
-from ipuplan.model.problem import Problem, StepRow
+from ipuplan.model.problem import Edge, Problem, StepRow
 from ipuplan.solvers import SolveResult, SolverSettings, SolveStatus, model_size
-from ipuplan.solvers.reduce import on_undominated, reduce
+from ipuplan.solvers import reduce as reduce_module
+from ipuplan.solvers.construct import tie_ranks
+from ipuplan.solvers.reduce import dominance, on_undominated, reduce
 
 # One group of one value, five candidates at one row (standard bytes), the input is candidate 3:
 #   bytes     50  40  40  60  55
@@ -37,3 +42,47 @@ def test_a_backend_on_undominated_candidates_answers_in_the_problem_s_indices():
 
     result = on_undominated(the_input)(FIVE, SolverSettings())
     assert seen == [(3,)] and (result.choice, result.candidates_dropped, result.peak) == ((3,), 2, 70)
+
+
+def many_rows(seed: int) -> Problem:
+    """Five groups of 3-12 candidates over 30 rows of small random bytes (ties and dominance are common, and a group has
+    more rows than `_no_more` reads first), with a chain of edges of small random costs."""
+    rng = np.random.default_rng(seed)
+    counts = tuple(int(n) for n in rng.choice([3, 4, 12], 5))
+    rows = [StepRow(step, 0, 0, tuple((g, rng.integers(0, 3, counts[g]), rng.integers(0, 2, counts[g]))
+                                      for g in sorted(rng.choice(5, int(rng.integers(1, 6)), replace=False).tolist())))
+            for step in range(30)]
+    edges = [Edge(g, g + 1, rng.integers(0, 3, (counts[g], counts[g + 1]))) for g in range(4)]
+    return Problem(candidate_counts=counts, input_choice=tuple(int(rng.integers(0, n)) for n in counts),
+                   group_sizes=(1,) * 5, rows=tuple(rows), exchange=tuple(tuple(rng.integers(0, 3, n).tolist())
+                                                                          for n in counts),
+                   limits=(), steps_total=30, edges=tuple(edges))
+
+
+def undominated_one_by_one(p: Problem) -> list[list[int]]:
+    """Per group, the candidates no other beats (the module docstring's rule), candidate by candidate."""
+    ties = tie_ranks(p)
+    kept = []
+    for g, count in enumerate(p.candidate_counts):
+        columns = [list(term[1]) for row in p.rows for term in row.terms if term[0] == g]
+        columns += [list(term[2]) for row in p.rows for term in row.terms if term[0] == g]
+        columns += [list(e.costs[:, n]) for e in p.edges if e.a == g for n in range(e.costs.shape[1])]
+        columns += [list(e.costs[n, :]) for e in p.edges if e.b == g for n in range(e.costs.shape[0])]
+        columns.append(list(ties[g]))
+        kept.append([c for c in range(count)
+                     if c == p.input_choice[g] or not any(beats(columns, d, c) for d in range(count) if d != c)])
+    return kept
+
+
+def beats(columns: list[list[int]], d: int, c: int) -> bool:
+    """Whether `d` is no more than `c` in every column and not identical, or identical with a lower index."""
+    no_more = all(row[d] <= row[c] for row in columns)
+    same = all(row[d] == row[c] for row in columns)
+    return no_more and (not same or d < c)
+
+
+@pytest.mark.parametrize("batch", [1 << 24, 64])
+@pytest.mark.parametrize("p", PROBLEMS[:12] + [many_rows(seed) for seed in range(8)])
+def test_the_candidates_kept_are_those_no_other_beats_however_the_groups_are_batched(p, batch, monkeypatch):
+    monkeypatch.setattr(reduce_module, "DOMINANCE_BATCH", batch)
+    assert [kept.tolist() for kept in dominance(p).kept] == undominated_one_by_one(p)

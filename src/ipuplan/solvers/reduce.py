@@ -18,6 +18,7 @@ equal bytes and dearer exchange).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
@@ -261,18 +262,28 @@ class _Pairwise:
 
     def drop_forbidden(self) -> None:
         """Drop candidates forbidden alone or on every pair of an edge, until none is. Only an edge with a forbidden
-        pair can drop one (any pair of an edge without is allowed)."""
+        pair can drop one (any pair of an edge without is allowed), and only after a candidate of one of its groups
+        was dropped can it drop another: an edge is read again only then (a pass over every edge until none dropped
+        anything took 3.4 s on IOPDDL A)."""
         for g, costs in enumerate(self.exchange):
             self.alive[g] &= costs < FORBIDDEN
         forbidding = [(key, costs < FORBIDDEN) for key, costs in self.edges.items() if (costs >= FORBIDDEN).any()]
-        changed = True
-        while changed:
-            changed = False
-            for (a, b), allowed_pairs in forbidding:
-                allowed = allowed_pairs & self.alive[a][:, None] & self.alive[b][None, :]
-                for g, usable in ((a, allowed.any(axis=1)), (b, allowed.any(axis=0))):
-                    changed |= bool((self.alive[g] & ~usable).any())
+        touching: dict[int, list[int]] = {}
+        for k, ((a, b), _) in enumerate(forbidding):
+            touching.setdefault(a, []).append(k)
+            touching.setdefault(b, []).append(k)
+        waiting, pending = deque(range(len(forbidding))), set(range(len(forbidding)))
+        while waiting:
+            k = waiting.popleft()
+            pending.discard(k)
+            (a, b), allowed_pairs = forbidding[k]
+            allowed = allowed_pairs & self.alive[a][:, None] & self.alive[b][None, :]
+            for g, usable in ((a, allowed.any(axis=1)), (b, allowed.any(axis=0))):
+                if (self.alive[g] & ~usable).any():
                     self.alive[g] &= usable
+                    again = [other for other in touching[g] if other not in pending]
+                    waiting.extend(again)
+                    pending.update(again)
 
     def unary_edges(self) -> bool:
         """Make exchange of every edge with one candidate left on a side or a matrix that separates; whether any."""

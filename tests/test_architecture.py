@@ -142,5 +142,6 @@ def test_one_optimize_infers_each_fact_once_per_plan(reference_plan):
     profile = cProfile.Profile()
     profile.runcall(optimize, reference_plan, workers=1, time_limit=5)
     calls = {function: stats[1] for (_, _, function), stats in pstats.Stats(profile).stats.items()}
-    # once for the input, once for the rewritten plan that is re-checked before it is returned
-    assert (calls["estimate"], calls["liveness"], calls["dataflow"], calls["recognise_families"]) == (2, 2, 2, 2)
+    # once for the input, once for the rewritten plan that is re-checked before it is returned; its liveness and
+    # dataflow are the input's (the rewrite changed nothing they read: `rewritten_facts`)
+    assert (calls["estimate"], calls["liveness"], calls["dataflow"], calls["recognise_families"]) == (2, 1, 1, 2)

@@ -60,6 +60,10 @@ class Usage:
     def peak(self) -> int:
         return int((self.standard + self.interleaved).max(initial=0))
 
+    def copy(self) -> Usage:
+        """Its own arrays, for a caller that moves them as its choice moves."""
+        return Usage(self.standard.copy(), self.interleaved.copy())
+
     def excess(self, limits: tuple[Limit, ...]) -> np.ndarray:
         """Per row, bytes over the budgets summed over the limits (0 where everything fits)."""
         over = np.zeros_like(self.standard)

@@ -375,8 +375,7 @@ def repair(problem: Problem, choice: list[int], index: GroupRows, moves: int = M
     (forbidden picks, excess, peak, rows at the peak) strictly drops: the first group's first candidate of the
     least such key; at most `moves` switches, or a quarter of the groups where that is more (`MOVES`)."""
     choice = list(choice)
-    usage = problem.usage(choice)
-    usage = Usage(usage.standard.copy(), usage.interleaved.copy())
+    usage = problem.usage(choice).copy()
     standard, interleaved = usage.standard, usage.interleaved
     pairing = index.pairing
     forbidden = pairing.picks(choice)[0] if pairing.priced else 0

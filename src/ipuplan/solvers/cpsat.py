@@ -628,13 +628,13 @@ def repair_part(problem: Problem, seconds: float, seed: int,
     if solver.solve(lightest.model) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     found, excess = lightest.chosen(solver), sum(solver.value(over) for over in lightest.over)
-    cheapest_there = build_model(problem, soft=True)
-    cheapest_there.hint(found)
-    cheapest_there.model.add(sum(cheapest_there.over) <= excess)
-    cheapest_there.model.minimize(cheapest_there.exchange)
+    # the same model, held to that excess, for the least exchange there (built once)
+    lightest.model.add(sum(lightest.over) <= excess)
+    lightest.hint(found)
+    lightest.model.minimize(lightest.exchange)
     solver = _solver(settings, seconds / 2)
-    if solver.solve(cheapest_there.model) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return cheapest_there.chosen(solver)
+    if solver.solve(lightest.model) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return lightest.chosen(solver)
     return found
 
 

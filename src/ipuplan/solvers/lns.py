@@ -177,8 +177,7 @@ def repaired(problem: Problem, choice, repair_part: PartRepair, deadline: float,
     index = group_rows(problem) if index is None else index
     random = np.random.default_rng(seed)
     choice = list(choice)
-    usage = problem.usage(choice)
-    usage = Usage(usage.standard.copy(), usage.interleaved.copy())
+    usage = problem.usage(choice).copy()
     violation = usage.violation(problem.limits)
     for _ in range(REPAIR_PARTS):
         if violation == 0 or deadline - time.perf_counter() <= 0.05:
@@ -248,8 +247,7 @@ def search(problem: Problem, choice, seconds: float, solve_part: PartSolve, seed
     index = group_rows(problem) if index is None else index
     random = np.random.default_rng(seed)
     choice = list(choice)
-    usage = problem.usage(choice)
-    usage = Usage(usage.standard.copy(), usage.interleaved.copy())  # kept as the incumbent moves
+    usage = problem.usage(choice).copy()  # kept as the incumbent moves
     over = usage.violation(problem.limits) > 0
     size = FIRST_SIZE
     seeds, at = _seeds(problem, choice), 0

@@ -20,7 +20,7 @@ from ipuplan.solvers.reduce import dominance, pairwise
 from ipuplan.workbench.iopddl import problem_of, read_instance
 
 
-def row(path: Path) -> dict:
+def row(letter: str, path: Path) -> dict:
     began = time.perf_counter()
     problem = problem_of(read_instance(path))
     built = time.perf_counter()
@@ -28,7 +28,7 @@ def row(path: Path) -> dict:
     paired = time.perf_counter()
     undominated = dominance(exact.problem)
     done = time.perf_counter()
-    return {"instance": path.name.split("-")[-1].split(".")[0], "candidates": sum(problem.candidate_counts),
+    return {"instance": letter, "candidates": sum(problem.candidate_counts),
             "after pairwise": sum(exact.problem.candidate_counts),
             "undominated": sum(undominated.problem.candidate_counts), "edges left": len(exact.problem.edges),
             "read and build s": round(built - began, 2), "pairwise s": round(paired - built, 2),
@@ -40,10 +40,10 @@ def main() -> None:
     parser.add_argument("folder", type=Path, help="the IOPDDL instances (asplos-2025-iopddl-*.json.gz)")
     parser.add_argument("--only", nargs="+", metavar="LETTER", help="only these instances (default all)")
     args = parser.parse_args()
-    paths = sorted(args.folder.glob("asplos-2025-iopddl-*.json*"))
-    if args.only:
-        paths = [path for path in paths if path.name.split("-")[-1].split(".")[0] in args.only]
-    print_table([row(path) for path in paths], "the model reduction per IOPDDL instance")
+    # asplos-2025-iopddl-A.json.gz -> A
+    paths = {path.name.split("-")[-1].split(".")[0]: path for path in sorted(args.folder.glob("asplos-2025-iopddl-*"))}
+    print_table([row(letter, path) for letter, path in paths.items() if not args.only or letter in args.only],
+                "the model reduction per IOPDDL instance")
 
 
 if __name__ == "__main__":

@@ -20,9 +20,9 @@ from test_solvers_lagrange import FITTING, valid
 from ipuplan.model.problem import FORBIDDEN, Edge, Problem, StepRow, term_table
 from ipuplan.plan.budgets import Budgets, Limit
 from ipuplan.solvers import cpsat
-from ipuplan.solvers.construct import GroupRows
+from ipuplan.solvers.construct import GroupRows, Pairing
 from ipuplan.solvers.lagrange import lagrangian, relieve
-from ipuplan.solvers.lns import grown, neighbourhood, repaired, search
+from ipuplan.solvers.lns import _seeds, grown, neighbourhood, repaired, search
 
 
 @pytest.mark.parametrize("p", FITTING[:8])
@@ -47,6 +47,36 @@ def test_search_ends_no_worse_and_valid(p):
     base = next(valid_choices(p))
     found = search(p, base, 0.5, cpsat.solve_part)
     assert valid(p, found) and p.exchange_of(found) <= p.exchange_of(base)
+
+
+@pytest.mark.parametrize("p", FITTING)
+def test_a_neighbourhood_is_solved_for_the_least_exchange_no_dearer_than_its_input(p):
+    """`solve_part` solves the problem reduced (`solvers.reduce`) and lifts its choice back: the brute-force least
+    exchange of the valid choices, from each valid input; from an input with a forbidden pick (which the reduction
+    drops) the problem as it is, no dearer than that input."""
+    choices = list(itertools.product(*(range(n) for n in p.candidate_counts)))
+    least = min(p.exchange_of(c) for c in choices if valid(p, c))
+    for start in [c for c in choices if valid(p, c)][:3] + [c for c in choices if p.forbidden_in(c)][:2]:
+        optimal, found, _ = cpsat.solve_part(replace(p, input_choice=start), 10.0, 0)
+        assert optimal and found is not None and not p.usage(found).violation(p.limits)
+        assert p.exchange_of(found) == min(least, p.exchange_of(start)) if valid(p, start) else (
+            p.exchange_of(found) <= p.exchange_of(start))
+
+
+@pytest.mark.parametrize("p", PROBLEMS[:12])
+def test_the_seeds_are_the_groups_dearer_than_their_least_pairs_dearest_first_the_tried_left_out(p):
+    choice = p.input_choice
+    excess = np.zeros(p.groups)
+    for edge in p.edges:
+        excess[[edge.a, edge.b]] += float(edge.costs[choice[edge.a], choice[edge.b]] - edge.costs.min())
+    excess += [float(costs[c] - min(costs)) for costs, c in zip(p.exchange, choice)]
+    assert Pairing(p).excess(choice, p.groups) + [float(costs[c] - min(costs)) for costs, c in zip(
+        p.exchange, choice)] == pytest.approx(excess)
+    tried = np.zeros(p.groups, dtype=bool)
+    tried[::2] = True
+    seeds = _seeds(p, GroupRows(p), choice, tried).tolist()
+    assert sorted(seeds) == [g for g in range(p.groups) if excess[g] > 0 and not tried[g]]
+    assert excess[seeds].tolist() == sorted(excess[seeds].tolist(), reverse=True)
 
 
 def test_a_deterministic_search_counts_units_not_the_clock():

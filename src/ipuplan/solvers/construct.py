@@ -48,9 +48,12 @@ class Pairing:
         self.columns = np.array([edge.costs.shape[1] for edge in problem.edges], dtype=np.int64)
         sizes = np.array([edge.costs.size for edge in problem.edges], dtype=np.int64)
         self.offsets = np.cumsum(sizes) - sizes
-        self.forbidding = np.concatenate([edge.costs.ravel() >= FORBIDDEN for edge in problem.edges]) if len(
-            sizes) else np.zeros(0, dtype=bool)
-        """Every edge's pairs end to end, whether each is forbidden: a choice's forbidden pairs in one pass."""
+        self.costs = np.concatenate([edge.costs.ravel() for edge in problem.edges]) if len(sizes) else np.zeros(
+            0, dtype=np.int64)
+        """Every edge's pair costs end to end: a choice's pairs in one pass."""
+        self.forbidding = self.costs >= FORBIDDEN
+        self.least = np.minimum.reduceat(self.costs, self.offsets) if len(sizes) else np.zeros(0, dtype=np.int64)
+        """Per edge, its least pair cost."""
 
     def forbidden(self, g: int, choice) -> np.ndarray | int:
         """Per candidate of `g`, its forbidden picks (alone, and in a pair with a neighbour's pick); 0 when none."""
@@ -92,6 +95,15 @@ class Pairing:
         alone = [g for g, forbidden in self.alone.items() if forbidden[choice[g]]]
         groups = set(self.ends[pairs].ravel().tolist()).union(alone)
         return int(pairs.sum()) + len(alone), sorted(groups)
+
+    def excess(self, choice, groups: int) -> np.ndarray:
+        """Per group (of `groups`), what its edges' pairs at `choice` cost over each edge's least pair, summed (every
+        edge at once: the neighbourhood search reads it after each move)."""
+        chosen = np.asarray(choice, dtype=np.int64)
+        extra = (self.costs[self.offsets + chosen[self.ends[:, 0]] * self.columns + chosen[self.ends[:, 1]]]
+                 - self.least).astype(np.float64)
+        return (np.bincount(self.ends[:, 0], extra, minlength=groups)
+                + np.bincount(self.ends[:, 1], extra, minlength=groups))
 
 
 class GroupRows:

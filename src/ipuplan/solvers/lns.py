@@ -150,15 +150,12 @@ def grown(index: GroupRows, seed: int, size: int, random: np.random.Generator) -
     return np.array(sorted(taken), dtype=np.int64)
 
 
-def _seeds(problem: Problem, choice) -> np.ndarray:
-    """Groups on an edge that costs more than its least pair at `choice`, the dearest excess first."""
-    excess = np.zeros(problem.groups)
-    for edge in problem.edges:
-        extra = float(edge.costs[choice[edge.a], choice[edge.b]] - edge.costs.min())
-        excess[edge.a] += extra
-        excess[edge.b] += extra
-    for g, costs in enumerate(problem.exchange):
-        excess[g] += float(costs[choice[g]] - min(costs))
+def _seeds(problem: Problem, index: GroupRows, choice, tried: np.ndarray) -> np.ndarray:
+    """Groups on an edge that costs more than its least pair at `choice`, or at a candidate dearer than their least,
+    the dearest excess first, those `tried` left out."""
+    excess = index.pairing.excess(choice, problem.groups)
+    excess += [float(costs[c] - min(costs)) for costs, c in zip(problem.exchange, choice)]
+    excess[tried] = 0
     order = np.argsort(-excess, kind="stable")
     return order[excess[order] > 0]
 
@@ -250,15 +247,19 @@ def search(problem: Problem, choice, seconds: float, solve_part: PartSolve, seed
     usage = problem.usage(choice).copy()  # kept as the incumbent moves
     over = usage.violation(problem.limits) > 0
     size = FIRST_SIZE
-    seeds, at = _seeds(problem, choice), 0
+    # a seed whose neighbourhood found nothing is tried again only once a move reached it, or every seed was tried
+    tried = np.zeros(problem.groups, dtype=bool)
+    seeds, at = _seeds(problem, index, choice, tried), 0
     while left() > 0.05 and problem.groups:
         if at >= len(seeds):
-            seeds, at = _seeds(problem, choice), 0
+            tried[:] = False
+            seeds, at = _seeds(problem, index, choice, tried), 0
             if not len(seeds):
                 break
             size = min(size * 2, LARGEST, problem.groups)
         start = int(seeds[at]) if random.random() < 0.8 else int(random.integers(problem.groups))
         at += 1
+        tried[start] = True
         free = grown(index, start, size, random)
         part = neighbourhood(problem, index, choice, free, usage)
         before = part.problem.exchange_of(part.problem.input_choice)
@@ -268,6 +269,9 @@ def search(problem: Problem, choice, seconds: float, solve_part: PartSolve, seed
         size = min(int(size * 1.25) + 1, LARGEST, problem.groups) if optimal else max(int(size / 1.25), SMALLEST)
         if found is not None and part.problem.exchange_of(found) < before:
             _move(index, usage, choice, free, found)
+            # the dearest edges are elsewhere now (IOPDDL A: a list kept from the start left seeds at 1.2 G untried)
+            tried[free] = False
+            seeds, at = _seeds(problem, index, choice, tried), 0
             over = over and usage.violation(problem.limits) > 0
             if progress is not None and not over and not problem.forbidden_in(choice):
                 progress("neighbourhoods", problem.exchange_of(choice), 0, time.perf_counter() - started)

@@ -18,8 +18,8 @@ from ipuplan.solvers.construct import GroupRows
 from ipuplan.solvers.lagrange import (
     ROUND_GAIN,
     Slack,
+    _gained,
     _induced_forest,
-    _little_gain,
     _tree_choice,
     descend,
     lagrangian,
@@ -172,12 +172,13 @@ def test_slack_relief_and_fits_equal_a_row_by_row_count(seed):
         (limit.bytes - limit.usage(usage.standard, usage.interleaved)).tolist() for limit in p.limits]
 
 
-def test_a_round_is_progress_only_when_valid_and_a_gain_share_cheaper_than_a_valid_best():
-    """The rounds end after STALE_ROUNDS in a row without progress (`_little_gain`): a valid best (forbidden picks,
-    excess, exchange) = (0, 0, 1000) is progressed by a valid round at 1000 x (1 - ROUND_GAIN) or less only; an
-    invalid best never counts a round as stale (its rounds end when they do not improve it)."""
+def test_a_round_is_progress_when_valid_and_a_gain_share_cheaper_than_a_valid_best():
+    """The rounds end after STALE_ROUNDS valid ones in a row without progress (`_gained`): a valid best (forbidden
+    picks, excess, exchange) = (0, 0, 1000) is progressed by a valid round at 1000 x (1 - ROUND_GAIN) or less only;
+    an invalid best by any better round."""
     best, cut = (0, 0, 1000), int(1000 * (1 - ROUND_GAIN))
-    assert not _little_gain((0, 0, cut - 1), best)
-    assert _little_gain((0, 0, cut), best) and _little_gain((0, 0, 999), best)
-    assert _little_gain((1, 0, 10), best) and _little_gain((0, 5, 10), best)
-    assert not _little_gain((0, 0, 999), (0, 7, 2000)) and not _little_gain((2, 0, 999), (1, 0, 2000))
+    assert _gained((0, 0, cut), best) and _gained((0, 0, 10), best)
+    assert not _gained((0, 0, cut + 1), best) and not _gained((0, 0, 1000), best)
+    assert not _gained((1, 0, 10), best) and not _gained((0, 5, 10), best)
+    assert _gained((0, 0, 999), (0, 7, 2000)) and _gained((1, 0, 5000), (2, 0, 10))
+    assert not _gained((0, 7, 2000), (0, 7, 2000)) and not _gained((2, 0, 10), (1, 0, 5000))

@@ -631,7 +631,17 @@ def repair_part(problem: Problem, seconds: float, seed: int,
                 settings: SolverSettings | None = None) -> tuple[int, ...] | None:
     """A neighbourhood's problem over its limits (`lns.repaired`): the least excess over them (summed over the limits,
     each its worst row's) within `seconds`, then the least exchange at that excess within half of them, from its input
-    choice; None when the first solve found no choice. `settings` as `solve_part`'s."""
+    choice; None when the first solve found no choice. `settings` as `solve_part`'s. Solved reduced as `solve_part`
+    (a dominated candidate has no more bytes at any row: the least excess survives)."""
+    reduced = reduce(problem)
+    if reduced.infeasible or reduced.lowered(problem.input_choice) is None:
+        return _least_excess(problem, seconds, seed, settings)
+    found = _least_excess(reduced.problem, seconds, seed, settings)
+    return None if found is None else reduced.lift(found)
+
+
+def _least_excess(problem: Problem, seconds: float, seed: int,
+                  settings: SolverSettings | None) -> tuple[int, ...] | None:
     settings = replace(settings or SolverSettings(workers=1), seed=seed, presolve=True)
     lightest = build_model(problem, soft=True)
     lightest.hint(problem.input_choice)

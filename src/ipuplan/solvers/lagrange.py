@@ -32,10 +32,10 @@ RELIEF_MOVES = 4000
 DESCENT_PASSES = 50
 """Passes of `descend` over its queue at most (each pass that moves lowers the exchange, so it ends anyway)."""
 ROUND_GAIN = 0.01
-"""Of a valid best's exchange, the least a round must take off it to count as progress; the rounds end after
-STALE_ROUNDS in a row that do not (IOPDDL A: 22 rounds after its first valid choice took 1.3% off in 17 s, where the
-neighbourhood search then took 50%)."""
-STALE_ROUNDS = 2
+"""Of a valid best's exchange, the least a valid round must take off it to count as progress; the rounds end after
+STALE_ROUNDS valid ones in a row that do not (IOPDDL A: 22 rounds after its first valid choice took 1.3% off in 17 s,
+where the neighbourhood search then took 50%)."""
+STALE_ROUNDS = 5
 
 def _induced_forest(problem: Problem, incident,
                     order: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int, np.ndarray]]]:
@@ -423,10 +423,13 @@ _SHARED: list = []
 """[a weak reference to the last problem `group_rows` was asked for, its GroupRows]."""
 
 
-def _little_gain(key: tuple, best: tuple) -> bool:
-    """Whether a round's choice (its `_key`) takes less than ROUND_GAIN off a valid `best` (never so while the best
-    is invalid: those rounds end on their own when they do not improve it)."""
-    return best[:2] == (0, 0) and not (key[:2] == (0, 0) and key[2] < best[2] * (1 - ROUND_GAIN))
+def _gained(key: tuple, best: tuple) -> bool:
+    """Whether a round's choice (its `_key`) is valid and takes at least ROUND_GAIN off a valid `best`, or improves
+    an invalid one at all. A round over the limits whose repair failed is neither progress nor stale (IOPDDL K's and
+    M's rounds: most are over, and the ones repaired take 30% off)."""
+    if best[:2] != (0, 0):
+        return key < best
+    return key[:2] == (0, 0) and key[2] <= best[2] * (1 - ROUND_GAIN)
 
 
 def lagrangian(problem: Problem, start, index: GroupRows | None = None, rounds: int = ROUNDS, seed: int = 0,
@@ -474,7 +477,7 @@ def lagrangian(problem: Problem, start, index: GroupRows | None = None, rounds: 
             failed = 0 if fixed else failed + 1
         if on_valid is not None and key[:2] == (0, 0) and best[0][:2] != (0, 0):
             on_valid(tuple(found))
-        stale = stale + 1 if _little_gain(key, best[0]) else 0
+        stale = 0 if _gained(key, best[0]) else stale + 1 if key[:2] == (0, 0) else stale
         if key < best[0]:
             best = (key, found)
         elif best[0][:2] != (0, 0):

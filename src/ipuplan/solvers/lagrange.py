@@ -33,8 +33,9 @@ DESCENT_PASSES = 50
 """Passes of `descend` over its queue at most (each pass that moves lowers the exchange, so it ends anyway)."""
 ROUND_GAIN = 0.01
 """Of a valid best's exchange, the least a valid round must take off it to count as progress; the rounds end after
-STALE_ROUNDS valid ones in a row that do not (IOPDDL A: 22 rounds after its first valid choice took 1.3% off in 17 s,
-where the neighbourhood search then took 50%)."""
+STALE_ROUNDS in a row that do not, valid or past repair (IOPDDL A: 22 rounds after its first valid choice took 1.3% off
+in 17 s, where the neighbourhood search then took 50%; M's rounds stay within 1% for up to four rounds before each
+large drop)."""
 STALE_ROUNDS = 5
 
 def _induced_forest(problem: Problem, incident,
@@ -425,8 +426,8 @@ _SHARED: list = []
 
 def _gained(key: tuple, best: tuple) -> bool:
     """Whether a round's choice (its `_key`) is valid and takes at least ROUND_GAIN off a valid `best`, or improves
-    an invalid one at all. A round over the limits whose repair failed is neither progress nor stale (IOPDDL K's and
-    M's rounds: most are over, and the ones repaired take 30% off)."""
+    an invalid one at all. A round over the limits whose repair failed is not stale while repairs go on (IOPDDL K's
+    rounds: most are over, and the ones repaired take 30% off), but is once they stopped (S: 60 s of such rounds)."""
     if best[:2] != (0, 0):
         return key < best
     return key[:2] == (0, 0) and key[2] <= best[2] * (1 - ROUND_GAIN)
@@ -477,7 +478,8 @@ def lagrangian(problem: Problem, start, index: GroupRows | None = None, rounds: 
             failed = 0 if fixed else failed + 1
         if on_valid is not None and key[:2] == (0, 0) and best[0][:2] != (0, 0):
             on_valid(tuple(found))
-        stale = 0 if _gained(key, best[0]) else stale + 1 if key[:2] == (0, 0) else stale
+        repairing = repair is not None and not unaided and failed < REPAIR_TRIES
+        stale = 0 if _gained(key, best[0]) else stale + 1 if key[:2] == (0, 0) or not repairing else stale
         if key < best[0]:
             best = (key, found)
         elif best[0][:2] != (0, 0):

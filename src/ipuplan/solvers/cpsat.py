@@ -27,7 +27,7 @@ from ipuplan.solvers.lagrange import lagrangian, least_bytes
 from ipuplan.solvers.linear import LinearRows, PairColumns, RuleRows, linear_rows, pair_columns
 from ipuplan.solvers.lns import repaired, search
 from ipuplan.solvers.ortools_import import cp_model
-from ipuplan.solvers.reduce import on_undominated, pairwise, reduce
+from ipuplan.solvers.reduce import Reduced, on_undominated, pairwise, reduce
 from ipuplan.solvers.result import FrontPoint, Progress, SolveResult, SolverSettings, SolveStatus, model_size
 
 STATUS = {
@@ -608,11 +608,17 @@ def solve_part(problem: Problem, seconds: float, seed: int,
     Solved reduced (`reduce`: with its neighbours fixed, most of a neighbourhood's pairs become one group's costs or
     dominated; IOPDDL A, 300 groups: 98k pair booleans to 162, 1.2 s a neighbourhood to 0.4 s), unless the reduction
     drops the input's pick (a forbidden one)."""
-    reduced = reduce(problem)
-    if reduced.infeasible or reduced.lowered(problem.input_choice) is None:
+    reduced = _part_reduced(problem)
+    if reduced is None:
         return _least_exchange(problem, seconds, seed, settings)
     optimal, found, used = _least_exchange(reduced.problem, seconds, seed, settings)
     return optimal, None if found is None else reduced.lift(found), used
+
+
+def _part_reduced(problem: Problem) -> Reduced | None:
+    """A neighbourhood's problem reduced (`reduce`), or None where the reduction drops its input's pick."""
+    reduced = reduce(problem)
+    return None if reduced.infeasible or reduced.lowered(problem.input_choice) is None else reduced
 
 
 def _least_exchange(problem: Problem, seconds: float, seed: int,
@@ -633,8 +639,8 @@ def repair_part(problem: Problem, seconds: float, seed: int,
     each its worst row's) within `seconds`, then the least exchange at that excess within half of them, from its input
     choice; None when the first solve found no choice. `settings` as `solve_part`'s. Solved reduced as `solve_part`
     (a dominated candidate has no more bytes at any row: the least excess survives)."""
-    reduced = reduce(problem)
-    if reduced.infeasible or reduced.lowered(problem.input_choice) is None:
+    reduced = _part_reduced(problem)
+    if reduced is None:
         return _least_excess(problem, seconds, seed, settings)
     found = _least_excess(reduced.problem, seconds, seed, settings)
     return None if found is None else reduced.lift(found)

@@ -14,6 +14,7 @@ from test_pairwise import PROBLEMS
 from ipuplan.model.objective import Objective
 from ipuplan.model.problem import FORBIDDEN, Edge, StepRow
 from ipuplan.plan.budgets import Budgets
+from ipuplan.solvers import lagrange
 from ipuplan.solvers.construct import GroupRows
 from ipuplan.solvers.lagrange import (
     ROUND_GAIN,
@@ -128,6 +129,27 @@ def test_unforbid_leaves_a_pick_no_fitting_move_sheds():
     p = problem([row], (2, 2), exchange=((0, 0), (0, 0)), sizes=(0, 0), limits=Budgets(100, 0, 0).limits[:1],
                 edges=[Edge(0, 1, np.array([[F, F], [F, F]]))])
     assert tuple(unforbid(p, (1, 1), GroupRows(p))) == (1, 1)
+
+
+def test_unforbid_ends_after_chain_misses_groups_in_a_row_no_chain_sheds(monkeypatch):
+    """Twenty pairs of groups whose every pair is forbidden (`test_unforbid_leaves_a_pick_no_fitting_move_sheds`
+    twenty times): each of their 40 groups tried alone, then by a chain, until CHAIN_MISSES in a row found none."""
+    edges = [Edge(2 * k, 2 * k + 1, np.array([[F, F], [F, F]])) for k in range(20)]
+    row = StepRow(0, 0, 0, tuple((g, b(1, 2), b(0, 0)) for g in range(40)))
+    p = problem([row], (2,) * 40, exchange=((0, 0),) * 40, sizes=(0,) * 40, limits=Budgets(100, 0, 0).limits[:1],
+                edges=edges)
+    tried = []
+
+    def chain(g, *rest):
+        tried.append(g)
+        return []
+
+    monkeypatch.setattr(lagrange, "_shed_chain", chain)
+    for misses, expected in ((5, 5), (64, 40)):
+        monkeypatch.setattr(lagrange, "CHAIN_MISSES", misses)
+        tried.clear()
+        assert tuple(unforbid(p, (1,) * 40, GroupRows(p))) == (1,) * 40
+        assert len(tried) == expected
 
 
 def test_unforbid_moves_a_chain_of_groups_that_must_agree():

@@ -489,10 +489,10 @@ def lagrangian(problem: Problem, start, index: GroupRows | None = None, rounds: 
             best = (key, found)
         elif best[0][:2] != (0, 0):
             break
-        if stale >= STALE_ROUNDS:
-            break
         else:
             scale /= 1.5
+        if stale >= STALE_ROUNDS:
+            break
         gap = scale * max(best[0][2] - problem.exchange_of(tree), best[0][2] * 0.01, 1)
         prices.step(problem, tree, gap)
     if best[0][:2] != (0, 0):  # still invalid: its descent, last, may still shed forbidden picks

@@ -95,6 +95,25 @@ def test_lagrangian_is_valid_when_its_start_is_and_no_dearer(p):
     assert p.exchange_of(found) >= best_by_brute_force(p, Objective.FIT)[0]
 
 
+@pytest.mark.parametrize("p", FITTING[:6])
+def test_rounds_from_a_valid_optimum_end_after_stale_rounds_only_when_asked(p, monkeypatch):
+    """From the brute-force optimum no round gains: with `stale_rounds` the rounds end after that many, without it
+    they run to `rounds` (the plans' whole-model path keeps every round)."""
+    optimum = min(valid_choices(p), key=p.exchange_of)
+    tried = []
+    original = lagrange.relieve
+
+    def counted(*args, **kwargs):
+        tried.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(lagrange, "relieve", counted)
+    for stale_rounds, expected in ((2, 2), (None, 6)):
+        tried.clear()
+        found = lagrangian(p, optimum, rounds=6, stale_rounds=stale_rounds)
+        assert len(tried) == expected and p.exchange_of(found) == p.exchange_of(optimum)
+
+
 def test_the_least_bytes_start_within_the_limit_is_moved_off_its_forbidden_pair_to_the_optimum():
     # Least bytes is (1, 1): 30 of 100, but the pair is forbidden; (0, 1) fits (80) and is the cheapest valid choice.
     row = StepRow(0, 0, 0, ((0, b(60, 10), b(0, 0)), (1, b(60, 20), b(0, 0))))

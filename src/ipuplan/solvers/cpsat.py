@@ -23,7 +23,7 @@ from ipuplan.model.problem import FORBIDDEN, Problem, StepRow
 from ipuplan.solvers.bounds import WindowBound, window_bound
 from ipuplan.solvers.construct import cheapest, construct, tie_bound, tie_value
 from ipuplan.solvers.deadline import part
-from ipuplan.solvers.lagrange import lagrangian, least_bytes
+from ipuplan.solvers.lagrange import STALE_ROUNDS, lagrangian, least_bytes
 from ipuplan.solvers.linear import LinearRows, PairColumns, RuleRows, linear_rows, pair_columns
 from ipuplan.solvers.lns import repaired, search
 from ipuplan.solvers.ortools_import import cp_model
@@ -432,9 +432,10 @@ def searched_start(problem: Problem, settings: SolverSettings | None,
     A, 16 T over the limit, a round took 140 s. They share one deadline, the "lagrangian start" share of the time limit
     (none without settings or when deterministic: their rounds are capped anyway), and one GroupRows
     (`lagrange.group_rows`, kept for the neighbourhood search): a start that is stuck leaves the rest to the next. A
-    round's choice over the limits is repaired by CP-SAT neighbourhoods (`lns.repaired`) where the whole model does not
-    fit. Then the constructive choice when the start still breaks a budget or makes a forbidden pick and is better
-    (only where the whole model fits: the repair's moves each sort the rows, 66 s on IOPDDL A)."""
+    round's choice over the limits is repaired by CP-SAT neighbourhoods (`lns.repaired`), and rounds that stall end
+    (STALE_ROUNDS: the neighbourhood search has the time), where the whole model does not fit. Then the constructive
+    choice when the start still breaks a budget or makes a forbidden pick and is better (only where the whole model
+    fits: the repair's moves each sort the rows, 66 s on IOPDDL A)."""
     deadline = None if settings is None or settings.deterministic else time.perf_counter() + settings.wall(
         part("lagrangian start", settings.time_limit))
     seed = settings.seed if settings else 0
@@ -445,7 +446,8 @@ def searched_start(problem: Problem, settings: SolverSettings | None,
                                                             repair_part=partial(repair_part, settings=settings))
     for begin in sorted(begins, key=lambda choice: (problem.usage(choice).violation(problem.limits) > 0,
                                                     problem.forbidden_in(choice))):
-        again = lagrangian(problem, begin, seed=seed, deadline=deadline, on_valid=on_valid, repair=repair)
+        again = lagrangian(problem, begin, seed=seed, deadline=deadline, on_valid=on_valid, repair=repair,
+                           stale_rounds=None if repair is None else STALE_ROUNDS)
         found = again if found is None else min(found, again, key=lambda choice: _rank(problem, choice, Objective.FIT))
         if problem.valid(found):
             return found

@@ -440,7 +440,7 @@ def _gained(key: tuple, best: tuple) -> bool:
 
 def lagrangian(problem: Problem, start, index: GroupRows | None = None, rounds: int = ROUNDS, seed: int = 0,
                deadline: float | None = None, on_valid: Callable[[tuple[int, ...]], None] | None = None,
-               repair: Callable[..., list[int]] | None = None) -> tuple[int, ...]:
+               repair: Callable[..., list[int]] | None = None, stale_rounds: int | None = None) -> tuple[int, ...]:
     """The best (fewest forbidden picks, least excess, least exchange) of `start` (improved by `descend` when it is
     valid; when the rounds leave none valid, the best's descent) and the rounds' repaired choices (module docstring);
     no round begins after `deadline` (a
@@ -451,7 +451,8 @@ def lagrangian(problem: Problem, start, index: GroupRows | None = None, rounds: 
     over, its best the valid start at 18.9 G, where their repairs are valid at 12-14 G), tried when the best is not
     valid or the choice is cheaper, until a round is valid on its own (S's, from the second on: the rounds' time is
     better spent on more rounds) or REPAIR_TRIES in a row failed; with a deadline, a repair takes at most
-    REPAIR_SHARE of the time left."""
+    REPAIR_SHARE of the time left. `stale_rounds`: the rounds end after so many in a row without progress
+    (`_gained`; None: they do not)."""
     index = group_rows(problem) if index is None else index
     incident, prices = index.pairing.incident, RowPrices(problem)
     random = np.random.default_rng(seed)
@@ -491,7 +492,7 @@ def lagrangian(problem: Problem, start, index: GroupRows | None = None, rounds: 
             break
         else:
             scale /= 1.5
-        if stale >= STALE_ROUNDS:
+        if stale_rounds is not None and stale >= stale_rounds:
             break
         gap = scale * max(best[0][2] - problem.exchange_of(tree), best[0][2] * 0.01, 1)
         prices.step(problem, tree, gap)

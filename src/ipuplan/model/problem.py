@@ -403,6 +403,14 @@ class Edge:
         return self.b if group == self.a else self.a
 
 
+def pairs_at(edge_costs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], choice) -> np.ndarray:
+    """Each edge's cost at the pair `choice` makes, read from a problem's `edge_costs` (a holder of those arrays need
+    not keep the problem alive)."""
+    costs, ends, columns, offsets = edge_costs
+    chosen = np.asarray(choice, dtype=np.int64)
+    return costs[offsets + chosen[ends[:, 0]] * columns + chosen[ends[:, 1]]]
+
+
 @dataclass(frozen=True)
 class Problem:
     """What a solver sees. Choice `c` of group `g` is an index into its candidates."""
@@ -496,28 +504,25 @@ class Problem:
 
     def exchange_of(self, choice: tuple[int, ...]) -> int:
         """Each group's exchange at its candidate plus each edge's cost at the pair chosen (exact integers)."""
-        return sum(int(self.exchange[g][c]) for g, c in enumerate(choice)) + sum(self._pairs_at(choice).tolist())
+        return sum(int(self.exchange[g][c]) for g, c in enumerate(choice)) + sum(self.pairs_at(choice).tolist())
 
     def forbidden_in(self, choice: tuple[int, ...]) -> int:
         """How many of the choice's candidates and pairs cost `FORBIDDEN` or more: 0 for a choice that may be made."""
         return sum(self.exchange[g][c] >= FORBIDDEN for g, c in enumerate(choice)) + int(
-            (self._pairs_at(choice) >= FORBIDDEN).sum())
+            (self.pairs_at(choice) >= FORBIDDEN).sum())
 
-    def _pairs_at(self, choice: tuple[int, ...]) -> np.ndarray:
+    def pairs_at(self, choice) -> np.ndarray:
         """Each edge's cost at the pair `choice` makes (every edge at once: an edge at a time, 40 ms a call on IOPDDL
         A's 55k edges)."""
-        if not self.edges:
-            return np.zeros(0, dtype=np.int64)
-        costs, ends, columns, offsets = self._edge_costs
-        chosen = np.asarray(choice, dtype=np.int64)
-        return costs[offsets + chosen[ends[:, 0]] * columns + chosen[ends[:, 1]]]
+        return pairs_at(self.edge_costs, choice)
 
     @cached_property
-    def _edge_costs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Every edge's costs end to end, its two groups, its columns and where its costs begin."""
+    def edge_costs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every edge's costs end to end, each edge's two groups, its columns and where its costs begin."""
         sizes = np.array([edge.costs.size for edge in self.edges], dtype=np.int64)
-        return (np.concatenate([np.asarray(edge.costs, dtype=np.int64).ravel() for edge in self.edges]),
-                np.array([(edge.a, edge.b) for edge in self.edges], dtype=np.int64),
+        costs = [np.asarray(edge.costs, dtype=np.int64).ravel() for edge in self.edges]
+        return (np.concatenate(costs) if costs else np.zeros(0, dtype=np.int64),
+                np.array([(edge.a, edge.b) for edge in self.edges], dtype=np.int64).reshape(-1, 2),
                 np.array([edge.costs.shape[1] for edge in self.edges], dtype=np.int64), np.cumsum(sizes) - sizes)
 
     def objective_key(self, choice: tuple[int, ...], objective: Objective,

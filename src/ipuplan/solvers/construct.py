@@ -18,7 +18,7 @@ from itertools import chain
 import numpy as np
 
 from ipuplan.model.objective import Objective
-from ipuplan.model.problem import FORBIDDEN, Problem, Usage, ranges
+from ipuplan.model.problem import FORBIDDEN, Problem, Usage, pairs_at, ranges
 
 MOVES = 4000
 """Repair moves at least, and a quarter of the groups where more: a deterministic cap (no clock). An unrolled program
@@ -44,15 +44,10 @@ class Pairing:
             g: np.asarray(costs) >= FORBIDDEN for g, costs in enumerate(unary) if max(costs) >= FORBIDDEN}
         self.priced = sorted(set(self.incident) | set(self.alone))
         """Groups whose candidates may differ in forbidden picks or pair costs (none: the repair as without edges)."""
-        self.ends = np.array([(edge.a, edge.b) for edge in problem.edges], dtype=np.int64).reshape(-1, 2)
-        self.columns = np.array([edge.costs.shape[1] for edge in problem.edges], dtype=np.int64)
-        sizes = np.array([edge.costs.size for edge in problem.edges], dtype=np.int64)
-        self.offsets = np.cumsum(sizes) - sizes
-        self.costs = np.concatenate([edge.costs.ravel() for edge in problem.edges]) if len(sizes) else np.zeros(
-            0, dtype=np.int64)
-        """Every edge's pair costs end to end: a choice's pairs in one pass."""
-        self.forbidding = self.costs >= FORBIDDEN
-        self.least = np.minimum.reduceat(self.costs, self.offsets) if len(sizes) else np.zeros(0, dtype=np.int64)
+        self.edge_costs = problem.edge_costs
+        """The problem's arrays (not the problem: `lagrange.group_rows` keeps this only while the problem lives)."""
+        costs, self.ends, _, offsets = self.edge_costs
+        self.least = np.minimum.reduceat(costs, offsets) if len(offsets) else np.zeros(0, dtype=np.int64)
         """Per edge, its least pair cost."""
 
     def forbidden(self, g: int, choice) -> np.ndarray | int:
@@ -90,8 +85,7 @@ class Pairing:
     def picks(self, choice) -> tuple[int, list[int]]:
         """The choice's forbidden picks, and the groups they involve, ascending (every edge's pair at once: a group
         at a time took 0.2 s a call on IOPDDL A)."""
-        chosen = np.asarray(choice, dtype=np.int64)
-        pairs = self.forbidding[self.offsets + chosen[self.ends[:, 0]] * self.columns + chosen[self.ends[:, 1]]]
+        pairs = pairs_at(self.edge_costs, choice) >= FORBIDDEN
         alone = [g for g, forbidden in self.alone.items() if forbidden[choice[g]]]
         groups = set(self.ends[pairs].ravel().tolist()).union(alone)
         return int(pairs.sum()) + len(alone), sorted(groups)
@@ -99,9 +93,7 @@ class Pairing:
     def excess(self, choice, groups: int) -> np.ndarray:
         """Per group (of `groups`), what its edges' pairs at `choice` cost over each edge's least pair, summed (every
         edge at once: the neighbourhood search reads it after each move)."""
-        chosen = np.asarray(choice, dtype=np.int64)
-        extra = (self.costs[self.offsets + chosen[self.ends[:, 0]] * self.columns + chosen[self.ends[:, 1]]]
-                 - self.least).astype(np.float64)
+        extra = (pairs_at(self.edge_costs, choice) - self.least).astype(np.float64)
         return (np.bincount(self.ends[:, 0], extra, minlength=groups)
                 + np.bincount(self.ends[:, 1], extra, minlength=groups))
 

@@ -237,9 +237,10 @@ def unforbid(problem: Problem, choice, index: GroupRows, passes: int = DESCENT_P
             for g in queue:
                 if _past(deadline) or misses >= CHAIN_MISSES:
                     return choice
-                shifted = next((found for shed in sheds if pairing.at(g, choice)
-                                and (found := shed(g, choice, unary, slack, index))), [])
-                misses = 0 if shifted else misses + (len(sheds) > 1 and bool(pairing.at(g, choice)))
+                if not pairing.at(g, choice):  # an earlier move shed its picks
+                    continue
+                shifted = next((found for shed in sheds if (found := shed(g, choice, unary, slack, index))), [])
+                misses = 0 if shifted else misses + (len(sheds) > 1)
                 for group in shifted:
                     moved.update(other for other, _ in pairing.incident.get(group, ()))
                     moved.add(group)

@@ -52,6 +52,11 @@ STEPS = [
     (_view(True, 2), (2, 6, 4), (1, 6, 8)),  # heads merged back
     (_view(True, 2), (4, 6, 5), (2, 6, 8)),  # the source pads its cut axis (dropped), the merge axis longer than 1
     (_view(False, 3), (2, 3, 6), (6, 3, 2)),
+    # boxes over several heads, cut inside a head at either end: a run of whole heads is one piece
+    (_view(False, 4), (1, 3, 20), (4, 3, 5)),
+    (_view(True, 4), (4, 3, 5), (1, 3, 20)),
+    (_view(False, 4), (2, 3, 12), (8, 3, 3)),
+    (_view(True, 4), (8, 3, 3), (2, 3, 12)),
 ]
 
 
@@ -82,6 +87,19 @@ def test_every_pair_read_inner_is_the_definitions_count(operation, source_shape,
     assert fast.tolist() == slow
     outer = pair_bytes(parsed, source_shape, result_shape, 2, tuple(sources), tuple(results))
     assert (fast != outer).any()
+
+
+def test_boxes_within_one_head_or_over_several_are_priced_exactly():
+    """Through a view, a box is at most three pieces where it spans the other coupled axis whole (a part of its first
+    head, its whole heads, a part of its last): a box inside one head, cut at both ends, is one of them."""
+    cases = [(_view(False, 2), (1, 3, 20), (2, 3, 10), [(2, 7, 1, 1)], [(2, 3, 1, 1), (0, 2, 1, None)]),
+             (_view(True, 4), (12, 3, 5), (3, 3, 20), [(0, 12, 1, 1)], [(2, 6, 1, 1), (2, 3, 2, 3)])]
+    rng = random.Random("within one head")
+    for operation, source_shape, result_shape, source_axes, more_axes in cases:
+        sources = [_layout(source_axes), _layout([*source_axes[:1], (1, 3, 1, 12)]), _layout([(2, 2, 1, 1)])]
+        results = [_layout([axes]) for axes in more_axes] + [_random_layout(rng, result_shape) for _ in range(6)]
+        fast, slow = _every_pair(operation, source_shape, result_shape, sources, results)
+        assert fast.tolist() == slow.tolist(), operation
 
 
 def test_the_closed_form_covers_movers_slices_reductions_and_views_not_other_moves():

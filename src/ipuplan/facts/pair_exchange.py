@@ -37,9 +37,12 @@ from ipuplan.facts.plan_exchange import (
     replica_offsets,
     step_bytes,
 )
-from ipuplan.plan.layout import Layout
+from ipuplan.plan.debug_syntax import Atom
+from ipuplan.plan.layout import STANDARD, Layout
 from ipuplan.plan.operation import Operation
 
+ANY_ORDER = Atom("RowMajor")
+"""The order `placed_only` gives every layout (no step's bytes depend on it)."""
 CHUNK = 1 << 21
 """Corners compared in one numpy pass (pieces x sides laid out by tile x slots x rank): bounds its memory
 (tens of MB)."""
@@ -153,7 +156,8 @@ def result_pieces(meeting: Meeting, shape: tuple[int, ...], layout: Layout) -> P
 def _clipped(meeting: Meeting, low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Boxes cut to the region of the common space both sides have elements for."""
     valid_low, valid_high = np.array(meeting.valid_low, dtype=np.int64), np.array(meeting.valid_high, dtype=np.int64)
-    return np.clip(low, valid_low, valid_high), np.clip(high, valid_low, valid_high)
+    # minimum of maximum, not np.clip: the same numbers at a third of the cost on these small arrays
+    return np.minimum(np.maximum(low, valid_low), valid_high), np.minimum(np.maximum(high, valid_low), valid_high)
 
 
 def _cut_inner(view: tuple[int, int, int, bool], whole: tuple[int, ...], tiles: np.ndarray, low: np.ndarray,
@@ -193,7 +197,7 @@ def reads_alike(operation: Operation, shape: tuple[int, ...], layout: Layout, so
     whatever the other side: every shard spans the coupled axes whole (the cut axis of the side that has it whole;
     the cut side's part of it and its merge axis), so both readings map a shard onto the same elements."""
     view = axis_factor_view(operation)
-    boxes = _own_boxes(shape, layout) if view is not None else None
+    boxes = _own_boxes(shape, placed_only(layout)) if view is not None else None
     if boxes is None:
         return False
     _, low, high = boxes
@@ -206,7 +210,11 @@ def _kept(meeting: Meeting, tiles: np.ndarray, low: np.ndarray, high: np.ndarray
     """The non-empty pieces, the common space's size-1 dimensions dropped (a piece spans them whole)."""
     keep = (high > low).all(axis=1) & (weight > 0)
     wide = [d for d, n in enumerate(meeting.space) if n > 1]
-    return Pieces(tiles[keep], low[keep][:, wide], high[keep][:, wide], weight[keep])
+    if len(wide) < len(meeting.space):
+        low, high = low[:, wide], high[:, wide]
+    if keep.all():
+        return Pieces(tiles, low, high, weight)
+    return Pieces(tiles[keep], low[keep], high[keep], weight[keep])
 
 
 @lru_cache(maxsize=8192)
@@ -275,26 +283,49 @@ def run_boxes(shape: tuple[int, ...], tiles: np.ndarray, start: np.ndarray,
 
 def _through_view(view: tuple[int, int, int, bool], shape: tuple[int, ...], space: tuple[int, ...], tiles: np.ndarray,
                   low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Source boxes through an `AxisFactorView` (`plan_exchange.viewed`), one piece per factor `f`: not reversed,
-    source `(m0, f x inner + c)` along (merge, split) is result `(f x S[merge] + m0, c)`; reversed, source
-    `(f x R[merge] + m0, c)` is result `(m0, f x inner + c)` (source `c >= inner`: dropped)."""
+    """Source boxes through an `AxisFactorView` (`plan_exchange.viewed`): not reversed, source `(m0, f x inner + c)`
+    along (merge, split) is result `(f x S[merge] + m0, c)`; reversed, source `(f x R[merge] + m0, c)` is result
+    `(m0, f x inner + c)` (source `c >= inner`: dropped). A box is one piece per factor it meets, or, where it spans
+    the other coupled axis whole, at most three (`_factor_runs`): a shard of the heads is then priced as few pieces
+    as it is boxes, not one per head."""
     split, merge, factor, reverse = view
-    f = np.repeat(np.arange(factor, dtype=np.int64)[None, :], len(tiles), axis=0).ravel()
-    tiles = np.repeat(tiles, factor)
-    low, high = np.repeat(low, factor, axis=0), np.repeat(high, factor, axis=0)
-    new_low, new_high = low.copy(), high.copy()
     if not reverse:
         inner, along = shape[split] // factor, shape[merge]
-        new_low[:, split] = np.clip(low[:, split] - f * inner, 0, inner)
-        new_high[:, split] = np.clip(high[:, split] - f * inner, 0, inner)
-        new_low[:, merge], new_high[:, merge] = f * along + low[:, merge], f * along + high[:, merge]
+        full = (low[:, merge] == 0) & (high[:, merge] >= along)
+        box, f0, f1 = _factor_runs(low[:, split], high[:, split], inner, factor, full)
+        new_low, new_high = low[box].copy(), high[box].copy()
+        new_low[:, split] = np.clip(low[box, split] - f0 * inner, 0, inner)
+        new_high[:, split] = np.clip(high[box, split] - f0 * inner, 0, inner)
+        new_low[:, merge], new_high[:, merge] = f0 * along + low[box, merge], (f1 - 1) * along + high[box, merge]
     else:
         inner, along = space[split] // factor, space[merge]
-        new_low[:, merge] = np.clip(low[:, merge] - f * along, 0, along)
-        new_high[:, merge] = np.clip(high[:, merge] - f * along, 0, along)
-        new_low[:, split] = f * inner + np.minimum(low[:, split], inner)
-        new_high[:, split] = f * inner + np.minimum(high[:, split], inner)
-    return tiles, new_low, new_high
+        full = (low[:, split] == 0) & (high[:, split] >= inner)
+        box, f0, f1 = _factor_runs(low[:, merge], high[:, merge], along, factor, full)
+        new_low, new_high = low[box].copy(), high[box].copy()
+        new_low[:, merge] = np.clip(low[box, merge] - f0 * along, 0, along)
+        new_high[:, merge] = np.clip(high[box, merge] - f0 * along, 0, along)
+        new_low[:, split] = f0 * inner + np.minimum(low[box, split], inner)
+        new_high[:, split] = (f1 - 1) * inner + np.minimum(high[box, split], inner)
+    return tiles[box], new_low, new_high
+
+
+def _factor_runs(start: np.ndarray, stop: np.ndarray, unit: int, factor: int,
+                 full: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per box `[start, stop)` along the factored axis (factor `f` is `[f x unit, (f + 1) x unit)`), the runs
+    `[f0, f1)` of factors it becomes, with each run's box: each factor it meets alone, or, for a box `full` (the
+    other coupled axis whole, so that whole factors in a row are one box), the partial first factor, the whole ones,
+    the partial last one."""
+    first, last = np.minimum(start // unit, factor), np.minimum(-(-stop // unit), factor)
+    whole_first, whole_last = np.minimum(-(-start // unit), factor), np.minimum(stop // unit, factor)
+    alone = np.where(full, 0, np.maximum(last - first, 0))
+    box = np.repeat(np.arange(len(start)), alone)
+    f0 = first[box] + np.arange(len(box)) - np.repeat(np.cumsum(alone) - alone, alone)
+    runs = [(box, f0, f0 + 1)]
+    for begin, end, kept in ((first, first + 1, start % unit > 0), (whole_first, whole_last, whole_last > whole_first),
+                             (whole_last, whole_last + 1, (stop % unit > 0) & (whole_last >= whole_first))):
+        kept = full & kept & (end > begin) & (begin < factor)
+        runs.append((np.flatnonzero(kept), begin[kept], end[kept]))
+    return tuple(np.concatenate(parts) for parts in zip(*runs))
 
 
 def pair_bytes(operation: Operation, source_shape: tuple[int, ...], result_shape: tuple[int, ...], element_size: int,
@@ -315,13 +346,20 @@ def placement_key(layout: Layout) -> tuple:
 
 
 def _placements(layouts: tuple[Layout, ...]) -> tuple[tuple[Layout, ...], np.ndarray]:
-    """The layouts that place differently (one per `placement_key`), and each layout's among them."""
+    """The layouts that place differently (one per `placement_key`, in `placed_only` form), and each layout's among
+    them."""
     first: dict[tuple, int] = {}
     index = np.array([first.setdefault(placement_key(layout), len(first)) for layout in layouts], dtype=np.int64)
     kept: dict[int, Layout] = {}
     for layout, k in zip(layouts, index.tolist()):
         kept.setdefault(k, layout)
-    return tuple(kept[k] for k in range(len(kept))), index
+    return tuple(placed_only(kept[k]) for k in range(len(kept))), index
+
+
+def placed_only(layout: Layout) -> Layout:
+    """`layout` with the order and memory class that every layout of its `placement_key` is given here: the caches
+    keyed by layouts then price a placement once, whichever class and order its candidates carry."""
+    return replace(layout, order=ANY_ORDER, memory_class=STANDARD)
 
 
 @lru_cache(maxsize=1024)

@@ -169,9 +169,12 @@ REPAIR_TRIES = 5
 are valid on their own, and its repairs failed at 3-4 s each; K's first two fail, then one in two succeeds."""
 
 
-RELIEF_SHARE = 0.1
+RELIEF_SHARE = 0.01
 """Of the time a Lagrangian start has left, the most one round's `relieve` takes: IOPDDL M's first round, its prices
-all 0, is 93 T over the limit, and 4,000 moves (21 s of 87) left it there."""
+all 0, is 93 T over the limit, and 4,000 moves (21 s of 87) left it there. The prices' step reads the round's tree,
+not its relief, so a relief cut short costs the round only its own choice: at 0.1, K's rounds over the limit took
+3.5-7 s each and the rounds learnt their prices in 70 s; at 0.01, 2.2 s (the runner `benchmarks/iopddl.py` calls,
+alone, one run each: K 5.13 G, was 5.3-6.8 G; M 79.7-79.8 G, was 80.0-80.4 G; A and S as before)."""
 
 
 def _part_left(deadline: float | None, share: float) -> float | None:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from test_plan_exchange import REDUCE, RETILE, WHOLE_COPY, _layout, _slice, _view
 
+from ipuplan.facts import pair_exchange
 from ipuplan.facts.pair_exchange import meeting_of, pair_bytes, run_boxes
 from ipuplan.facts.plan_exchange import INNER, step_bytes
 from ipuplan.plan.layout import INTERLEAVED
@@ -100,6 +101,24 @@ def test_boxes_within_one_head_or_over_several_are_priced_exactly():
         results = [_layout([axes]) for axes in more_axes] + [_random_layout(rng, result_shape) for _ in range(6)]
         fast, slow = _every_pair(operation, source_shape, result_shape, sources, results)
         assert fast.tolist() == slow.tolist(), operation
+
+
+def test_pieces_read_a_chunk_at_a_time_are_summed_per_side(monkeypatch):
+    """A side's pieces read a chunk at a time (a chunk may end inside them): the same bytes as in one pass."""
+    operation, source_shape, result_shape = STEPS[1]
+    rng = random.Random("chunks")
+    sources = tuple(_random_layout(rng, source_shape) for _ in range(9))
+    results = tuple(_random_layout(rng, result_shape) for _ in range(9))
+    parsed = parse_operation(operation)
+    whole = pair_bytes(parsed, source_shape, result_shape, 2, sources, results)
+    pair_exchange._distinct_pair_bytes.cache_clear()
+    monkeypatch.setattr(pair_exchange, "CHUNK", 400)
+    try:
+        chunked = pair_bytes(parsed, source_shape, result_shape, 2, sources, results)
+    finally:
+        pair_exchange._distinct_pair_bytes.cache_clear()
+    assert chunked.tolist() == whole.tolist()
+    assert whole.any()
 
 
 def test_the_closed_form_covers_movers_slices_reductions_and_views_not_other_moves():

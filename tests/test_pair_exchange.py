@@ -11,8 +11,8 @@ import pytest
 from test_plan_exchange import REDUCE, RETILE, WHOLE_COPY, _layout, _slice, _view
 
 from ipuplan.facts import pair_exchange
-from ipuplan.facts.pair_exchange import meeting_of, pair_bytes, run_boxes
-from ipuplan.facts.plan_exchange import INNER, step_bytes
+from ipuplan.facts.pair_exchange import matched_bytes, meeting_of, pair_bytes, run_boxes
+from ipuplan.facts.plan_exchange import INNER, OUTER, step_bytes
 from ipuplan.plan.layout import INTERLEAVED
 from ipuplan.plan.operation import parse_operation
 
@@ -119,6 +119,22 @@ def test_pieces_read_a_chunk_at_a_time_are_summed_per_side(monkeypatch):
         pair_exchange._distinct_pair_bytes.cache_clear()
     assert chunked.tolist() == whole.tolist()
     assert whole.any()
+
+
+@pytest.mark.parametrize("operation, source_shape, result_shape", [STEPS[1], STEPS[5], STEPS[6], STEPS[9]])
+def test_matched_pairs_are_every_pairs_diagonal(operation, source_shape, result_shape):
+    """A step within one group prices each candidate's own two sides: the diagonal of every pair, read either way,
+    layouts that place alike (here: repeated) priced once."""
+    rng = random.Random(f"{operation} {source_shape} matched")
+    sources = [_random_layout(rng, source_shape) for _ in range(10)]
+    results = [_random_layout(rng, result_shape) for _ in range(10)]
+    sources, results = tuple(sources + sources[:3]), tuple(results + results[:3])
+    parsed = parse_operation(operation)
+    for reading in (OUTER, INNER) if "AxisFactorView" in operation else (OUTER,):
+        every = pair_bytes(parsed, source_shape, result_shape, 2, sources, results, reading)
+        matched = matched_bytes(parsed, source_shape, result_shape, 2, sources, results, reading)
+        assert matched.tolist() == np.diagonal(every).tolist()
+        assert matched.any()
 
 
 def test_the_closed_form_covers_movers_slices_reductions_and_views_not_other_moves():

@@ -339,6 +339,42 @@ def pair_bytes(operation: Operation, source_shape: tuple[int, ...], result_shape
     return distinct[np.ix_(source_index, result_index)]
 
 
+def matched_bytes(operation: Operation, source_shape: tuple[int, ...], result_shape: tuple[int, ...],
+                  element_size: int, sources: tuple[Layout, ...], results: tuple[Layout, ...],
+                  reading: str = OUTER) -> np.ndarray:
+    """Per k, the bytes the step sends from `sources[k]` to `results[k]` (`pair_bytes`' diagonal, without its other
+    pairs: a step within one group pairs each candidate's two sides only)."""
+    first: dict[tuple, int] = {}
+    index = np.array([first.setdefault((placement_key(s), placement_key(r)), len(first))
+                      for s, r in zip(sources, results)], dtype=np.int64)
+    kept: dict[int, tuple[Layout, Layout]] = {}
+    for pair, k in zip(zip(sources, results), index.tolist()):
+        kept.setdefault(k, pair)
+    pairs = tuple((placed_only(s), placed_only(r)) for s, r in (kept[k] for k in range(len(kept))))
+    return _distinct_matched_bytes(operation, source_shape, result_shape, element_size, pairs, reading)[index]
+
+
+@lru_cache(maxsize=1024)
+def _distinct_matched_bytes(operation: Operation, source_shape: tuple[int, ...], result_shape: tuple[int, ...],
+                            element_size: int, pairs: tuple[tuple[Layout, Layout], ...], reading: str) -> np.ndarray:
+    """`matched_bytes` of pairs that each place differently (cached: repeated layers price the same step)."""
+    meeting = meeting_of(operation, source_shape, result_shape, reading)
+    sending = [source_pieces(meeting, source_shape, s) if meeting else None for s, _ in pairs]
+    receiving = [result_pieces(meeting, result_shape, r) if meeting else None for _, r in pairs]
+    closed = [k for k, (s, r) in enumerate(zip(sending, receiving)) if s is not None and r is not None]
+    found = np.zeros(len(pairs), dtype=np.int64)
+    if closed:
+        wanted = np.array([receiving[k].wanted for k in closed], dtype=np.int64)
+        laid = _ByTile.of([receiving[k] for k in closed], weighted=False)
+        found[closed] = (wanted - _held_matched(laid, [sending[k] for k in closed])) * element_size
+    for k, (source, result) in enumerate(pairs):
+        if sending[k] is None or receiving[k] is None:
+            sent = step_bytes(operation, source_shape, result_shape, element_size, source, result, reading)
+            found[k] = 0 if isinstance(sent, str) else sent
+    found.flags.writeable = False
+    return found
+
+
 def placement_key(layout: Layout) -> tuple:
     """What of a layout decides where its elements are: its axes, replicas and tile count, not its memory class nor
     its order (layouts with one key send the same bytes on every step)."""
@@ -449,4 +485,27 @@ def _held_by_tile(laid: _ByTile, others: list[Pieces]) -> np.ndarray:
             if laid.weight is not None:
                 count *= laid.weight[picked]
             held[o] += weight[a:a + step] @ count.sum(axis=2)
+    return held
+
+
+def _held_matched(laid: _ByTile, others: list[Pieces]) -> np.ndarray:
+    """Per k, the held pairs of `others[k]` against the k-th side `laid` out by tile only (weighted by the others'
+    partials): `_held_by_tile`'s diagonal."""
+    tiles, _, slots, rank = laid.low.shape
+    held = np.zeros(len(others), dtype=np.int64)
+    step = max(1, CHUNK // max(1, slots * max(rank, 1)))
+    for k, other in enumerate(others):
+        on = other.tiles < tiles
+        at, low, high, weight = other.tiles[on], other.low[on], other.high[on], other.weight[on]
+        for a in range(0, len(at), step):
+            picked = at[a:a + step]
+            near, far = laid.low[picked, k], laid.high[picked, k]
+            np.minimum(far, high[a:a + step, None, :].astype(np.int32), out=far)
+            np.maximum(near, low[a:a + step, None, :].astype(np.int32), out=near)
+            np.subtract(far, near, out=far)
+            np.maximum(far, 0, out=far)
+            count = np.ones(far.shape[:2], dtype=np.int64)
+            for d in range(rank):
+                count *= far[..., d]
+            held[k] += int(weight[a:a + step] @ count.sum(axis=1))
     return held

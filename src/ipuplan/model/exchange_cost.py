@@ -86,10 +86,9 @@ def step_costs(step: PricedStep, source_alive: np.ndarray, result_alive: np.ndar
     if step.kind == "one group":
         costs = np.zeros(len(step.sources), dtype=np.int64)
         for (source_shape, result_shape), chosen in _blocks(step.sources, step.results, source_alive).items():
-            found = pair_exchange.pair_bytes(step.operation, source_shape, result_shape, step.element_size,
-                                             tuple(step.sources[c][1] for c in chosen),
-                                             tuple(step.results[c][1] for c in chosen), reading)
-            costs[chosen] = np.diagonal(found)
+            costs[chosen] = pair_exchange.matched_bytes(step.operation, source_shape, result_shape,
+                                                        step.element_size, tuple(step.sources[c][1] for c in chosen),
+                                                        tuple(step.results[c][1] for c in chosen), reading)
         return costs
     costs = np.zeros((len(step.sources), len(step.results)), dtype=np.int64)
     for source_shape, rows in _by_shape(step.sources, source_alive).items():

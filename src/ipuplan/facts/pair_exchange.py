@@ -474,14 +474,8 @@ def _held_by_tile(laid: _ByTile, others: list[Pieces]) -> np.ndarray:
         at, low, high, weight = other.tiles[on], other.low[on], other.high[on], other.weight[on]
         for a in range(0, len(at), step):
             picked = at[a:a + step]
-            near, far = laid.low[picked], laid.high[picked]
-            np.minimum(far, high[a:a + step, None, None, :].astype(np.int32), out=far)
-            np.maximum(near, low[a:a + step, None, None, :].astype(np.int32), out=near)
-            np.subtract(far, near, out=far)
-            np.maximum(far, 0, out=far)
-            count = np.ones(far.shape[:3], dtype=np.int64)
-            for d in range(rank):
-                count *= far[..., d]
+            count = _overlaps(laid.low[picked], laid.high[picked], low[a:a + step, None, None, :],
+                              high[a:a + step, None, None, :])
             if laid.weight is not None:
                 count *= laid.weight[picked]
             held[o] += weight[a:a + step] @ count.sum(axis=2)
@@ -499,13 +493,20 @@ def _held_matched(laid: _ByTile, others: list[Pieces]) -> np.ndarray:
         at, low, high, weight = other.tiles[on], other.low[on], other.high[on], other.weight[on]
         for a in range(0, len(at), step):
             picked = at[a:a + step]
-            near, far = laid.low[picked, k], laid.high[picked, k]
-            np.minimum(far, high[a:a + step, None, :].astype(np.int32), out=far)
-            np.maximum(near, low[a:a + step, None, :].astype(np.int32), out=near)
-            np.subtract(far, near, out=far)
-            np.maximum(far, 0, out=far)
-            count = np.ones(far.shape[:2], dtype=np.int64)
-            for d in range(rank):
-                count *= far[..., d]
+            count = _overlaps(laid.low[picked, k], laid.high[picked, k], low[a:a + step, None, :],
+                              high[a:a + step, None, :])
             held[k] += int(weight[a:a + step] @ count.sum(axis=1))
     return held
+
+
+def _overlaps(near: np.ndarray, far: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """The elements boxes `[near, far)` share with boxes `[low, high)` (broadcast against them; corners last), as
+    int64. `near` and `far` are gathered copies: they are overwritten."""
+    np.minimum(far, high.astype(np.int32), out=far)
+    np.maximum(near, low.astype(np.int32), out=near)
+    np.subtract(far, near, out=far)
+    np.maximum(far, 0, out=far)
+    count = np.ones(far.shape[:-1], dtype=np.int64)
+    for d in range(far.shape[-1]):
+        count *= far[..., d]
+    return count

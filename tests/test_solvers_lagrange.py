@@ -114,6 +114,39 @@ def test_rounds_from_a_valid_optimum_end_after_stale_rounds_only_when_asked(p, m
         assert len(tried) == expected and p.exchange_of(found) == p.exchange_of(optimum)
 
 
+@pytest.mark.parametrize("p", FITTING)
+def test_the_step_shrinks_only_after_a_round_that_leaves_a_valid_best_no_better(p, monkeypatch):
+    """The subgradient's step is `scale` x the gap (the best's exchange less the round's tree's, at least 1% of the
+    best); `scale` is divided by 1.5 after a round whose choice is no better than a valid best, and kept after one
+    that improves it (the rule a misplaced `break` once broke). From the optimum and from the dearest valid choice."""
+    steps, descents = [], []
+    step, descend = lagrange.RowPrices.step, lagrange.descend
+
+    def recorded_step(self, problem, choice, gap):
+        steps.append((problem.exchange_of(choice), gap))
+        return step(self, problem, choice, gap)
+
+    def recorded_descent(problem, choice, *args, **kwargs):
+        descents.append(lagrange._key(problem, found := descend(problem, choice, *args, **kwargs)))
+        return found
+
+    monkeypatch.setattr(lagrange.RowPrices, "step", recorded_step)
+    monkeypatch.setattr(lagrange, "descend", recorded_descent)
+    shrank = 0
+    for start in (min(valid_choices(p), key=p.exchange_of), max(valid_choices(p), key=p.exchange_of)):
+        steps.clear(), descents.clear()
+        lagrangian(p, start, rounds=5)
+        best, scale, expected = descents[0], 1.0, []
+        for (tree, _), key in zip(steps, descents[1:]):  # the first descent is the start's, then one a round
+            if key < best:
+                best = key
+            else:
+                scale, shrank = scale / 1.5, shrank + 1
+            expected.append(scale * max(best[2] - tree, best[2] * 0.01, 1))
+        assert len(steps) == 5 and [gap for _, gap in steps] == pytest.approx(expected)
+    assert shrank
+
+
 def test_the_least_bytes_start_within_the_limit_is_moved_off_its_forbidden_pair_to_the_optimum():
     # Least bytes is (1, 1): 30 of 100, but the pair is forbidden; (0, 1) fits (80) and is the cheapest valid choice.
     row = StepRow(0, 0, 0, ((0, b(60, 10), b(0, 0)), (1, b(60, 20), b(0, 0))))

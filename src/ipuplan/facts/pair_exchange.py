@@ -18,6 +18,7 @@ shards on one tile) each pair is priced by `step_bytes`, the definition itself.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from itertools import product
@@ -344,13 +345,8 @@ def matched_bytes(operation: Operation, source_shape: tuple[int, ...], result_sh
                   reading: str = OUTER) -> np.ndarray:
     """Per k, the bytes the step sends from `sources[k]` to `results[k]` (`pair_bytes`' diagonal, without its other
     pairs: a step within one group pairs each candidate's two sides only)."""
-    first: dict[tuple, int] = {}
-    index = np.array([first.setdefault((placement_key(s), placement_key(r)), len(first))
-                      for s, r in zip(sources, results)], dtype=np.int64)
-    kept: dict[int, tuple[Layout, Layout]] = {}
-    for pair, k in zip(zip(sources, results), index.tolist()):
-        kept.setdefault(k, pair)
-    pairs = tuple((placed_only(s), placed_only(r)) for s, r in (kept[k] for k in range(len(kept))))
+    kept, index = _distinct(tuple(zip(sources, results)), lambda pair: tuple(map(placement_key, pair)))
+    pairs = tuple((placed_only(s), placed_only(r)) for s, r in kept)
     return _distinct_matched_bytes(operation, source_shape, result_shape, element_size, pairs, reading)[index]
 
 
@@ -366,7 +362,9 @@ def _distinct_matched_bytes(operation: Operation, source_shape: tuple[int, ...],
     if closed:
         wanted = np.array([receiving[k].wanted for k in closed], dtype=np.int64)
         laid = _ByTile.of([receiving[k] for k in closed], weighted=False)
-        found[closed] = (wanted - _held_matched(laid, [sending[k] for k in closed])) * element_size
+        held = [_held_by_tile(_ByTile(laid.low[:, n:n + 1], laid.high[:, n:n + 1], None), [sending[k]])[0, 0]
+                for n, k in enumerate(closed)]  # each source against its own result only
+        found[closed] = (wanted - np.array(held, dtype=np.int64)) * element_size
     for k, (source, result) in enumerate(pairs):
         if sending[k] is None or receiving[k] is None:
             sent = step_bytes(operation, source_shape, result_shape, element_size, source, result, reading)
@@ -384,12 +382,18 @@ def placement_key(layout: Layout) -> tuple:
 def _placements(layouts: tuple[Layout, ...]) -> tuple[tuple[Layout, ...], np.ndarray]:
     """The layouts that place differently (one per `placement_key`, in `placed_only` form), and each layout's among
     them."""
+    kept, index = _distinct(layouts, placement_key)
+    return tuple(placed_only(layout) for layout in kept), index
+
+
+def _distinct(items: tuple, key: Callable[[object], tuple]) -> tuple[tuple, np.ndarray]:
+    """The first item of each `key`, in order, and each item's among them."""
     first: dict[tuple, int] = {}
-    index = np.array([first.setdefault(placement_key(layout), len(first)) for layout in layouts], dtype=np.int64)
-    kept: dict[int, Layout] = {}
-    for layout, k in zip(layouts, index.tolist()):
-        kept.setdefault(k, layout)
-    return tuple(placed_only(kept[k]) for k in range(len(kept))), index
+    index = np.array([first.setdefault(key(item), len(first)) for item in items], dtype=np.int64)
+    kept: dict[int, object] = {}
+    for item, k in zip(items, index.tolist()):
+        kept.setdefault(k, item)
+    return tuple(kept[k] for k in range(len(kept))), index
 
 
 def placed_only(layout: Layout) -> Layout:
@@ -474,39 +478,15 @@ def _held_by_tile(laid: _ByTile, others: list[Pieces]) -> np.ndarray:
         at, low, high, weight = other.tiles[on], other.low[on], other.high[on], other.weight[on]
         for a in range(0, len(at), step):
             picked = at[a:a + step]
-            count = _overlaps(laid.low[picked], laid.high[picked], low[a:a + step, None, None, :],
-                              high[a:a + step, None, None, :])
+            near, far = laid.low[picked], laid.high[picked]
+            np.minimum(far, high[a:a + step, None, None, :].astype(np.int32), out=far)
+            np.maximum(near, low[a:a + step, None, None, :].astype(np.int32), out=near)
+            np.subtract(far, near, out=far)
+            np.maximum(far, 0, out=far)
+            count = np.ones(far.shape[:3], dtype=np.int64)
+            for d in range(rank):
+                count *= far[..., d]
             if laid.weight is not None:
                 count *= laid.weight[picked]
             held[o] += weight[a:a + step] @ count.sum(axis=2)
     return held
-
-
-def _held_matched(laid: _ByTile, others: list[Pieces]) -> np.ndarray:
-    """Per k, the held pairs of `others[k]` against the k-th side `laid` out by tile only (weighted by the others'
-    partials): `_held_by_tile`'s diagonal."""
-    tiles, _, slots, rank = laid.low.shape
-    held = np.zeros(len(others), dtype=np.int64)
-    step = max(1, CHUNK // max(1, slots * max(rank, 1)))
-    for k, other in enumerate(others):
-        on = other.tiles < tiles
-        at, low, high, weight = other.tiles[on], other.low[on], other.high[on], other.weight[on]
-        for a in range(0, len(at), step):
-            picked = at[a:a + step]
-            count = _overlaps(laid.low[picked, k], laid.high[picked, k], low[a:a + step, None, :],
-                              high[a:a + step, None, :])
-            held[k] += int(weight[a:a + step] @ count.sum(axis=1))
-    return held
-
-
-def _overlaps(near: np.ndarray, far: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
-    """The elements boxes `[near, far)` share with boxes `[low, high)` (broadcast against them; corners last), as
-    int64. `near` and `far` are gathered copies: they are overwritten."""
-    np.minimum(far, high.astype(np.int32), out=far)
-    np.maximum(near, low.astype(np.int32), out=near)
-    np.subtract(far, near, out=far)
-    np.maximum(far, 0, out=far)
-    count = np.ones(far.shape[:-1], dtype=np.int64)
-    for d in range(far.shape[-1]):
-        count *= far[..., d]
-    return count

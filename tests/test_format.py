@@ -27,6 +27,16 @@ def test_unknown_keys_are_kept_verbatim(reference_raw):
     assert dump_plan(plan_from_json(text)) == text
 
 
+@pytest.mark.parametrize("kept", [1e-07, 1e16, {"deep": [1, [2.5]]}, 2**70, "\u2028é😀\x01\t\"\\/", None])
+def test_unknown_fields_are_written_as_json_dumps_writes_them(reference_raw, kept):
+    """Floats (`1e-07`) as Python writes them, and so every string, integer and null."""
+    reference_raw["compiler_note"] = kept
+    reference_raw["timeline"]["values"][3]["future_field"] = [kept]
+    reference_raw["timeline"]["steps"][5]["usage"]["future_field"] = kept
+    text = json.dumps(reference_raw, separators=(",", ":"), ensure_ascii=False)
+    assert dump_plan(plan_from_json(text)) == text
+
+
 def test_write_plan_is_atomic_and_exact(tmp_path, reference_plan):
     target = tmp_path / "out.json"
     write_plan(reference_plan, target)

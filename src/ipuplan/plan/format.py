@@ -667,9 +667,30 @@ def _pipe_bytes(descriptor: int, limit: int) -> bytes:
 
 
 def dump_plan(plan: Plan) -> str:
-    """The plan as the compiler writes it: compact JSON, same key order, no trailing newline."""
+    """The plan as the compiler writes it: compact JSON, same key order, no trailing newline. Written by pydantic's
+    own serialiser (a third of `json.dumps`' time: 0.23 s against 0.67 s at 50k values), which writes every JSON it
+    reads as `json.dumps` does but for some floats (`1e-7`, not `1e-07`): a plan that keeps a float in an unknown
+    field is written by `json.dumps`."""
     with gc_paused():
-        return json.dumps(plan.model_dump(mode="json", by_alias=True), separators=(",", ":"), ensure_ascii=False)
+        if _keeps_float(plan):
+            return json.dumps(plan.model_dump(mode="json", by_alias=True), separators=(",", ":"), ensure_ascii=False)
+        return plan.model_dump_json(by_alias=True)
+
+
+def _keeps_float(plan: Plan) -> bool:
+    """Whether a float is anywhere in the plan: only unknown fields can hold one (every known field is an integer,
+    a string, a bool or a list of integers)."""
+    models = (plan, plan.peak, plan.timeline, *plan.values, *plan.steps,
+              *(part for step in plan.steps for part in (step.scratch, step.usage)))
+    return any(model.__pydantic_extra__ and _holds_float(model.__pydantic_extra__) for model in models)
+
+
+def _holds_float(node: Any) -> bool:
+    """Whether `node` (parsed JSON: nesting is bounded) is or holds a float."""
+    if isinstance(node, float):
+        return True
+    items = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+    return any(_holds_float(item) for item in items)
 
 
 def write_plan(plan: Plan, path: str | Path) -> None:

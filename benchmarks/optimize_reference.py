@@ -4,7 +4,10 @@ Run:  .venv/bin/python benchmarks/optimize_reference.py [PLAN ...] [--repeat N]
 
 For each plan it times the whole CLI (`ipuplan optimize IN -o OUT --workers 1`, a fresh
 process, end to end), checks that the output differs from the input only where it must,
-and prints one table row. Deterministic mode is run twice and the outputs compared.
+and prints one table row. Deterministic mode is run twice and the outputs compared. Each run
+is timed three ways (medians): with no exchange price kept (`IPUPLAN_CACHE_DIR=off`, a first
+run), with the prices a first run kept (a store of the benchmark's own: a second run of the
+plan), and with `--exact-exchange never`; and whether the kept prices change the output.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -36,15 +40,20 @@ from ipuplan.space.scopes import candidate_space
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def cli_run(plan: Path, output: Path, *extra: str) -> tuple[float, dict]:
+def cli_run(plan: Path, output: Path, *extra: str, cache: str = "off") -> tuple[float, dict]:
     started = time.perf_counter()
     process = subprocess.run(
         [sys.executable, "-m", "ipuplan.cli", "optimize", str(plan), "-o", str(output), "--json", "--force", *extra],
         capture_output=True,
         text=True,
         check=True,
+        env={**os.environ, "IPUPLAN_CACHE_DIR": cache},
     )
     return time.perf_counter() - started, json.loads(process.stdout)
+
+
+def median(walls: list[float]) -> float:
+    return round(sorted(walls)[len(walls) // 2], 2)
 
 
 def row(plan_path: Path, repeat: int, scope: str) -> dict:
@@ -54,13 +63,19 @@ def row(plan_path: Path, repeat: int, scope: str) -> dict:
     problem = problem_of(facts, space)
     greedy = problem.usage(greedy_choice(problem)).peak
     with tempfile.TemporaryDirectory() as folder:
-        out_a, out_b = Path(folder, "a.json"), Path(folder, "b.json")
-        walls = []
+        out_a, out_b, out_c = Path(folder, "a.json"), Path(folder, "b.json"), Path(folder, "c.json")
+        options, store = ("--workers", "1", "--scope", scope), str(Path(folder, "store"))
+        walls, kept, never = [], [], []
         for _ in range(repeat):
-            wall, summary = cli_run(plan_path, out_a, "--workers", "1", "--scope", scope)
+            wall, summary = cli_run(plan_path, out_a, *options)
             walls.append(wall)
-        cli_run(plan_path, out_b, "--workers", "1", "--scope", scope)
+        cli_run(plan_path, out_b, *options)
         digests = {hashlib.sha256(p.read_bytes()).hexdigest() for p in (out_a, out_b)}
+        cli_run(plan_path, out_c, *options, cache=store)  # keeps the prices
+        for _ in range(repeat):
+            kept.append(cli_run(plan_path, out_c, *options, cache=store)[0])
+            never.append(cli_run(plan_path, out_b, *options, "--exact-exchange", "never")[0])
+        same_with_kept = out_c.read_bytes() == out_a.read_bytes()
         rewritten = load_plan(out_a)
     before = estimate(plan)
     chosen = tuple(
@@ -88,7 +103,11 @@ def row(plan_path: Path, repeat: int, scope: str) -> dict:
         "build s": summary["build_seconds"],
         "solve s": summary["solve_seconds"],
         "first sol s": summary["first_solution_seconds"],
-        "end-to-end s (median)": round(sorted(walls)[len(walls) // 2], 2),
+        "end-to-end s (median)": median(walls),
+        "prices kept s": median(kept),
+        "exact never s": median(never),
+        "kept / never": round(median(kept) / median(never), 2),
+        "same with kept": "yes" if same_with_kept else "NO",
         "deterministic": "yes" if len(digests) == 1 else "NO",
     }
 

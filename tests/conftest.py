@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -14,6 +15,9 @@ from ipuplan.model.exact import exact_problem
 from ipuplan.replan.options import OptimizeOptions
 from ipuplan.replan.pipeline import optimize, prepare
 from ipuplan.space.scopes import candidate_space
+
+# no price kept from another run reaches a test, nor one of a test another (tests/test_price_store.py opts in)
+os.environ["IPUPLAN_CACHE_DIR"] = "off"
 
 
 @pytest.fixture(scope="session")

@@ -26,6 +26,7 @@ from math import prod
 
 import numpy as np
 
+from ipuplan.facts import price_store
 from ipuplan.facts.exchange_proxy import placement
 from ipuplan.facts.plan_exchange import (
     MAX_ENUMERATED,
@@ -192,6 +193,24 @@ def _cut_inner(view: tuple[int, int, int, bool], whole: tuple[int, ...], tiles: 
     return tiles[box], new_low, new_high
 
 
+def alike_sides(operation: Operation, sides: tuple[tuple[tuple[int, ...], Layout], ...], source: bool) -> np.ndarray:
+    """`reads_alike` of every (shape, layout) side of a step, each distinct placement judged once (and across runs,
+    `price_store`: 1 a side that reads alike, 0 one that does not)."""
+    placed = [(shape, placed_only(layout)) for shape, layout in sides]
+    kept, index = _distinct(tuple(placed), lambda side: side)
+    found = np.zeros(len(kept), dtype=bool)
+    for shape in dict.fromkeys(shape for shape, _ in kept):
+        at = [k for k, (other, _) in enumerate(kept) if other == shape]
+        step = price_store.step_key(operation.text, shape, (), int(source), "reads alike")
+        keys = [(price_store.layout_key(kept[k][1]), 0) for k in at]
+        stored = price_store.prices_of(step, keys) or [-1] * len(at)
+        judged = [bool(flag) if flag >= 0 else reads_alike(operation, shape, kept[k][1], source)
+                  for k, flag in zip(at, stored)]
+        found[at] = judged
+        price_store.keep_prices(step, [(*key, int(flag)) for key, flag, was in zip(keys, judged, stored) if was < 0])
+    return found[index]
+
+
 @lru_cache(maxsize=8192)
 def reads_alike(operation: Operation, shape: tuple[int, ...], layout: Layout, source: bool) -> bool:
     """Whether a view step's `source` (or result) side at `layout` sends the same bytes read `OUTER` or `INNER`
@@ -353,7 +372,26 @@ def matched_bytes(operation: Operation, source_shape: tuple[int, ...], result_sh
 @lru_cache(maxsize=1024)
 def _distinct_matched_bytes(operation: Operation, source_shape: tuple[int, ...], result_shape: tuple[int, ...],
                             element_size: int, pairs: tuple[tuple[Layout, Layout], ...], reading: str) -> np.ndarray:
-    """`matched_bytes` of pairs that each place differently (cached: repeated layers price the same step)."""
+    """`matched_bytes` of pairs that each place differently (cached: repeated layers price the same step; and across
+    runs, `price_store`)."""
+    step = price_store.step_key(operation.text, source_shape, result_shape, element_size, reading)
+    keys = [(price_store.layout_key(s), price_store.layout_key(r)) for s, r in pairs]
+    kept = price_store.prices_of(step, keys)
+    if kept is None:
+        return _priced_matched(operation, source_shape, result_shape, element_size, pairs, reading)
+    found = np.array(kept, dtype=np.int64)
+    missing = np.flatnonzero(found < 0)
+    if len(missing):
+        found[missing] = _priced_matched(operation, source_shape, result_shape, element_size,
+                                         tuple(pairs[k] for k in missing), reading)
+        price_store.keep_prices(step, [(*keys[k], int(found[k])) for k in missing.tolist()])
+    found.flags.writeable = False
+    return found
+
+
+def _priced_matched(operation: Operation, source_shape: tuple[int, ...], result_shape: tuple[int, ...],
+                    element_size: int, pairs: tuple[tuple[Layout, Layout], ...], reading: str) -> np.ndarray:
+    """`matched_bytes` of pairs that each place differently, priced here."""
     meeting = meeting_of(operation, source_shape, result_shape, reading)
     sending = [source_pieces(meeting, source_shape, s) if meeting else None for s, _ in pairs]
     receiving = [result_pieces(meeting, result_shape, r) if meeting else None for _, r in pairs]
@@ -406,7 +444,28 @@ def placed_only(layout: Layout) -> Layout:
 def _distinct_pair_bytes(operation: Operation, source_shape: tuple[int, ...], result_shape: tuple[int, ...],
                          element_size: int, sources: tuple[Layout, ...], results: tuple[Layout, ...],
                          reading: str) -> np.ndarray:
-    """`pair_bytes` of layouts that each place differently (cached: repeated layers price the same step)."""
+    """`pair_bytes` of layouts that each place differently (cached: repeated layers price the same step; and across
+    runs, `price_store`): only the sources with a pair not kept are priced."""
+    step = price_store.step_key(operation.text, source_shape, result_shape, element_size, reading)
+    source_keys, result_keys = list(map(price_store.layout_key, sources)), list(map(price_store.layout_key, results))
+    kept = price_store.prices_of(step, list(product(source_keys, result_keys)))
+    if kept is None:
+        return _priced_pairs(operation, source_shape, result_shape, element_size, sources, results, reading)
+    found = np.array(kept, dtype=np.int64).reshape(len(sources), len(results))
+    missing = np.flatnonzero((found < 0).any(axis=1))
+    if len(missing):
+        found[missing] = _priced_pairs(operation, source_shape, result_shape, element_size,
+                                       tuple(sources[i] for i in missing), results, reading)
+        price_store.keep_prices(step, [(source_keys[i], result_keys[j], int(found[i, j]))
+                                       for i in missing.tolist() for j in range(len(results))])
+    found.flags.writeable = False
+    return found
+
+
+def _priced_pairs(operation: Operation, source_shape: tuple[int, ...], result_shape: tuple[int, ...],
+                  element_size: int, sources: tuple[Layout, ...], results: tuple[Layout, ...],
+                  reading: str) -> np.ndarray:
+    """`pair_bytes` of layouts that each place differently, priced here."""
     meeting = meeting_of(operation, source_shape, result_shape, reading)
     sending = [source_pieces(meeting, source_shape, s) if meeting else None for s in sources]
     receiving = [result_pieces(meeting, result_shape, r) if meeting else None for r in results]

@@ -120,7 +120,7 @@ def readings_differ(step: PricedStep, source_alive: np.ndarray, result_alive: np
 
 
 def _alike(step: PricedStep, sides: tuple[Side, ...], source: bool) -> np.ndarray:
-    return np.array([pair_exchange.reads_alike(step.operation, shape, layout, source) for shape, layout in sides])
+    return pair_exchange.alike_sides(step.operation, sides, source)
 
 
 def _placed(side: Side) -> tuple:

@@ -1,0 +1,144 @@
+"""Exchange prices kept across runs (issue 34): the bytes a step sends for a pair of layouts, by content.
+
+A run prices every pair of candidate layouts of the steps alive at the peak (`pair_exchange`); the next run of the
+same plan, or of another finalist scope with the same layer shapes, prices the same pairs again. Each price is kept
+in a SQLite file under `IPUPLAN_CACHE_DIR` (default `$XDG_CACHE_HOME/ipuplan`, else `~/.cache/ipuplan`; `off`
+keeps nothing), keyed by hashes of the step's content (its operation, shapes, element size and reading) and of each
+side's placement (`format_layout`), never by object.
+
+A store is a cache, never a source of truth: a file that cannot be opened, read or written is left alone and the
+run prices everything itself; the written plan's exchange is still counted by the definition
+(`plan_exchange.step_bytes`), which no stored price reaches. A store past `MAX_STORE_BYTES` is started afresh.
+`FORMAT` is part of every key: a change to what a price means bumps it, and older prices are never read again.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from functools import lru_cache
+from hashlib import blake2b
+from pathlib import Path
+
+from ipuplan.plan.layout import Layout, format_layout
+
+CACHE_VARIABLE = "IPUPLAN_CACHE_DIR"
+OFF = "off"
+FORMAT = 1
+"""What a stored price means: bump it when `pair_exchange`'s figures change."""
+MAX_STORE_BYTES = 256 << 20
+FILE_NAME = "exchange-prices.sqlite"
+
+
+def store_directory() -> Path | None:
+    """Where prices are kept (None: `IPUPLAN_CACHE_DIR=off`)."""
+    chosen = os.environ.get(CACHE_VARIABLE)
+    if chosen is not None:
+        return None if chosen.strip().lower() in (OFF, "") else Path(chosen)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "ipuplan"
+
+
+def _hash(text: str) -> int:
+    """A signed 64-bit hash of `text` (SQLite's integer)."""
+    return int.from_bytes(blake2b(text.encode(), digest_size=8).digest(), "little", signed=True)
+
+
+def step_key(operation: str, source_shape: tuple[int, ...], result_shape: tuple[int, ...], element_size: int,
+             reading: str) -> int:
+    """What of a step decides its prices, hashed."""
+    return _hash(f"{FORMAT}|{operation}|{source_shape}|{result_shape}|{element_size}|{reading}")
+
+
+@lru_cache(maxsize=8192)
+def layout_key(layout: Layout) -> int:
+    """A layout's text, hashed (callers pass one layout per placement)."""
+    return _hash(format_layout(layout))
+
+
+class PriceStore:
+    """One SQLite file of (step, source, result) -> bytes. Every failure turns the store off for the process."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.pid = os.getpid()
+        self._lock = threading.Lock()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists() and path.stat().st_size > MAX_STORE_BYTES:
+            for stale in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+                stale.unlink(missing_ok=True)
+        self._db = sqlite3.connect(path, timeout=2.0, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")  # a price lost to a power cut is priced again
+        self._db.execute("CREATE TABLE IF NOT EXISTS prices (step INTEGER, source INTEGER, result INTEGER, "
+                         "bytes INTEGER NOT NULL, PRIMARY KEY (step, source, result)) WITHOUT ROWID")
+
+    def known(self, step: int) -> dict[tuple[int, int], int]:
+        """Every price kept for `step`, by (source key, result key)."""
+        with self._lock:
+            rows = self._db.execute("SELECT source, result, bytes FROM prices WHERE step = ?", (step,)).fetchall()
+        return {(source, result): sent for source, result, sent in rows if isinstance(sent, int) and sent >= 0}
+
+    def keep(self, step: int, prices: list[tuple[int, int, int]]) -> None:
+        """Keep (source key, result key, bytes) prices of `step`."""
+        with self._lock:
+            self._db.executemany("INSERT OR REPLACE INTO prices VALUES (?, ?, ?, ?)",
+                                 [(step, source, result, sent) for source, result, sent in prices])
+
+    def close(self) -> None:
+        self._db.close()
+
+
+_opened: dict[str, PriceStore | None] = {}
+
+
+def opened() -> PriceStore | None:
+    """The process's store for the current `store_directory` (None: off, or it failed once)."""
+    directory = store_directory()
+    if directory is None:
+        return None
+    key = str(directory)
+    store = _opened.get(key, False)
+    if store is not False and (store is None or store.pid == os.getpid()):
+        return store
+    try:  # a forked process opens its own connection
+        _opened[key] = PriceStore(directory / FILE_NAME)
+    except (sqlite3.Error, OSError):
+        _opened[key] = None
+    return _opened[key]
+
+
+def failed(store: PriceStore) -> None:
+    """Turn `store` off for the rest of the process (its file could not be read or written)."""
+    for key, kept in list(_opened.items()):
+        if kept is store:
+            _opened[key] = None
+    try:
+        store.close()
+    except sqlite3.Error:
+        pass
+
+
+def prices_of(step: int, pairs: list[tuple[int, int]]) -> list[int] | None:
+    """The kept price of every pair (source key, result key) of `step`, -1 for one not kept; None: no store."""
+    store = opened()
+    if store is None:
+        return None
+    try:
+        known = store.known(step)
+    except sqlite3.Error:
+        failed(store)
+        return None
+    return [known.get(pair, -1) for pair in pairs]
+
+
+def keep_prices(step: int, prices: list[tuple[int, int, int]]) -> None:
+    """Keep (source key, result key, bytes) prices of `step`, where a store is open."""
+    store = opened()
+    if store is None or not prices:
+        return
+    try:
+        store.keep(step, prices)
+    except sqlite3.Error:
+        failed(store)

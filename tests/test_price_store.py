@@ -1,0 +1,144 @@
+"""Exchange prices kept across runs (`facts.price_store`): a kept price is the price, only what is not kept is priced,
+and a store that cannot be used is only a store not used."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from test_pair_exchange import STEPS, _random_layout
+from test_plan_exchange import RETILE
+
+from ipuplan.facts import pair_exchange, price_store
+from ipuplan.facts.pair_exchange import matched_bytes, pair_bytes
+from ipuplan.facts.plan_exchange import OUTER
+from ipuplan.plan.operation import parse_operation
+
+
+@pytest.fixture()
+def store(tmp_path, monkeypatch):
+    """A store of the test's own, and no price remembered by the process."""
+    monkeypatch.setenv(price_store.CACHE_VARIABLE, str(tmp_path / "cache"))
+    _forget()
+    yield tmp_path / "cache" / price_store.FILE_NAME
+    _forget()
+
+
+def _forget() -> None:
+    pair_exchange._distinct_pair_bytes.cache_clear()
+    pair_exchange._distinct_matched_bytes.cache_clear()
+    for kept in price_store._opened.values():
+        if kept is not None:
+            kept.close()
+    price_store._opened.clear()
+
+
+def _layouts(seed: int, shape, count: int) -> tuple:
+    rng = random.Random(seed)
+    return tuple(_random_layout(rng, shape) for _ in range(count))
+
+
+def _priced_by_the_store_only(monkeypatch):
+    """Pricing here fails the test: every figure must come from the store."""
+    def refused(*args, **kwargs):
+        raise AssertionError("priced again")
+    monkeypatch.setattr(pair_exchange, "_priced_pairs", refused)
+    monkeypatch.setattr(pair_exchange, "_priced_matched", refused)
+
+
+@pytest.mark.parametrize(("operation", "source_shape", "result_shape"), STEPS[:8])
+def test_a_second_run_reads_every_price_it_kept(store, monkeypatch, operation, source_shape, result_shape):
+    parsed = parse_operation(operation)
+    sources, results = _layouts(1, source_shape, 6), _layouts(2, result_shape, 5)
+    first = pair_bytes(parsed, source_shape, result_shape, 2, sources, results)
+    diagonal = matched_bytes(parsed, source_shape, result_shape, 2, sources[:5], results)
+    assert store.exists()
+    _forget()
+    _priced_by_the_store_only(monkeypatch)
+    assert np.array_equal(pair_bytes(parsed, source_shape, result_shape, 2, sources, results), first)
+    assert np.array_equal(matched_bytes(parsed, source_shape, result_shape, 2, sources[:5], results), diagonal)
+
+
+@pytest.mark.parametrize(("operation", "source_shape", "result_shape"), [s for s in STEPS if "View" in s[0]][:3])
+def test_whether_a_side_reads_alike_is_kept_too(store, monkeypatch, operation, source_shape, result_shape):
+    parsed = parse_operation(operation)
+    sides = tuple((source_shape, layout) for layout in _layouts(15, source_shape, 8))
+    first = pair_exchange.alike_sides(parsed, sides, True)
+    assert np.array_equal(first, [pair_exchange.reads_alike(parsed, *side, True) for side in sides])
+    _forget()
+    monkeypatch.setattr(pair_exchange, "reads_alike", lambda *a: pytest.fail("judged again"))
+    assert np.array_equal(pair_exchange.alike_sides(parsed, sides, True), first)
+
+
+def test_only_the_sources_with_a_pair_not_kept_are_priced(store, monkeypatch):
+    parsed, shape = parse_operation(RETILE), (6, 10)
+    sources, results = _layouts(3, shape, 7), _layouts(4, shape, 4)
+    kept = pair_bytes(parsed, shape, shape, 2, sources[:4], results)
+    _forget()
+    priced = []
+    original = pair_exchange._priced_pairs
+    monkeypatch.setattr(pair_exchange, "_priced_pairs", lambda *a: priced.append(a[4]) or original(*a))
+    both = pair_bytes(parsed, shape, shape, 2, sources, results)
+    asked = list(priced)
+    monkeypatch.setenv(price_store.CACHE_VARIABLE, "off")
+    _forget()
+    assert np.array_equal(both, pair_bytes(parsed, shape, shape, 2, sources, results))
+    assert np.array_equal(both[:4], kept)
+    assert asked and all(len(sources) <= 3 for sources in asked)  # the three new sources at most, not the kept four
+
+
+def test_prices_differ_by_step_reading_and_element_size(store):
+    parsed, shape = parse_operation(RETILE), (6, 10)
+    sources, results = _layouts(5, shape, 4), _layouts(6, shape, 4)
+    two = pair_bytes(parsed, shape, shape, 2, sources, results)
+    _forget()
+    four = pair_bytes(parsed, shape, shape, 4, sources, results)
+    assert np.array_equal(four, 2 * two) and two.any()
+
+
+def test_a_store_that_is_no_database_is_left_alone(store):
+    store.parent.mkdir(parents=True)
+    store.write_bytes(b"this is not SQLite" * 100)
+    parsed, shape = parse_operation(RETILE), (6, 10)
+    sources, results = _layouts(7, shape, 3), _layouts(8, shape, 3)
+    found = pair_bytes(parsed, shape, shape, 2, sources, results)
+    _forget()
+    assert np.array_equal(pair_bytes(parsed, shape, shape, 2, sources, results), found)
+    assert store.read_bytes().startswith(b"this is not SQLite")
+
+
+def test_a_store_where_nothing_can_be_written_prices_everything(tmp_path, monkeypatch):
+    blocked = tmp_path / "file"
+    blocked.write_text("a file where a folder should be")
+    monkeypatch.setenv(price_store.CACHE_VARIABLE, str(blocked / "cache"))
+    _forget()
+    parsed, shape = parse_operation(RETILE), (6, 10)
+    assert pair_bytes(parsed, shape, shape, 2, *[_layouts(9 + k, shape, 3) for k in range(2)]).shape == (3, 3)
+    assert price_store.opened() is None
+    _forget()
+
+
+def test_off_keeps_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv(price_store.CACHE_VARIABLE, "off")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    _forget()
+    parsed, shape = parse_operation(RETILE), (6, 10)
+    pair_bytes(parsed, shape, shape, 2, *[_layouts(11 + k, shape, 3) for k in range(2)])
+    assert price_store.opened() is None and not any(tmp_path.iterdir())
+    _forget()
+
+
+def test_a_store_past_its_size_starts_afresh(store, monkeypatch):
+    parsed, shape = parse_operation(RETILE), (6, 10)
+    pair_bytes(parsed, shape, shape, 2, *[_layouts(13 + k, shape, 3) for k in range(2)])
+    _forget()
+    monkeypatch.setattr(price_store, "MAX_STORE_BYTES", 1)
+    fresh = price_store.opened()
+    assert fresh.known(price_store.step_key(parsed.text, shape, shape, 2, OUTER)) == {}
+
+
+def test_the_default_folder_follows_xdg(monkeypatch, tmp_path):
+    monkeypatch.delenv(price_store.CACHE_VARIABLE, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert price_store.store_directory() == tmp_path / "ipuplan"

@@ -1,11 +1,18 @@
 """Plain-text tables for benchmark output (numbers right-aligned, thousands separated), and the "busy" condition the
-benchmarks that measure a machine under load share."""
+benchmarks that measure a machine under load share.
+
+Imported, it turns the exchange prices kept across runs off (`IPUPLAN_CACHE_DIR=off`) for this process and the runs it
+starts, unless the environment already says where they are: a benchmark measures a first run, as a new plan meets
+it (`optimize_reference.py` times a second run as well, with a store of its own)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from contextlib import contextmanager
+
+os.environ.setdefault("IPUPLAN_CACHE_DIR", "off")
 
 
 @contextmanager

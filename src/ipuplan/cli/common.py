@@ -15,7 +15,6 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from importlib import metadata
 from pathlib import Path
 from typing import Annotated, get_args, get_origin
 
@@ -224,6 +223,8 @@ def output_path(text: str) -> Path:
 
 def _version(value: bool) -> None:
     if value:
+        from importlib import metadata  # 40 ms that only --version needs
+
         typer.echo(f"ipuplan {metadata.version('ipuplan')}")
         raise typer.Exit(0)
 

@@ -1,7 +1,5 @@
 """`python -m ipuplan`: the same command as `ipuplan`."""
 
-import sys
+from ipuplan.cli import entry_point
 
-from ipuplan.cli import main
-
-sys.exit(main())
+entry_point()

@@ -1,7 +1,5 @@
 """`python -m ipuplan.cli`: the program."""
 
-import sys
+from ipuplan.cli.program import entry_point
 
-from ipuplan.cli.program import main
-
-sys.exit(main())
+entry_point()

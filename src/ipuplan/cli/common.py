@@ -85,6 +85,9 @@ class _Run:
         self.said = self.interrupt_said = False
         self.written: list[str] = []
         self.cleanups: list = []
+        self.kept: list = []
+        """What the command built, held until the next command or the program's end (`program.exit_now` frees
+        nothing): freeing a large run's objects one by one took 0.44 s at 50k values."""
 
     def say_json(self, summary: dict) -> None:
         """The run's one JSON object on stdout (once: whatever comes later is not printed)."""

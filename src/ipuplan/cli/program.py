@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -60,7 +61,19 @@ def _run(args: list[str] | None) -> int:
 
 
 def entry_point() -> None:
-    sys.exit(main())
+    exit_now(main())
+
+
+def exit_now(code: int) -> None:
+    """End the program with `code`, its output flushed, without the interpreter's teardown: that frees every object a
+    run built and every module one at a time (0.17 s after the reference plan's run, nobody waiting for it). Only
+    the program itself ends so: every file is written and closed, every worker joined, before `main` returns."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader that went away, a stream closed: nothing left to tell
+            pass
+    os._exit(code)
 
 
 def _command_of(error) -> str:

@@ -77,6 +77,7 @@ def optimize_command(
     with progress.ticking(), _dump_capture(dump_model) as capture:
         try:
             result = _optimize(plan_path, options, progress, capture)
+            RUN.kept.append(result)
         except InfeasibleBudget as error:
             report_failure(error, report, as_json)
             raise

@@ -8,11 +8,11 @@ import random
 import numpy as np
 import pytest
 from test_pair_exchange import STEPS, _random_layout
-from test_plan_exchange import RETILE
+from test_plan_exchange import RETILE, WHOLE_COPY
 
 from ipuplan.facts import pair_exchange, price_store
 from ipuplan.facts.pair_exchange import matched_bytes, pair_bytes
-from ipuplan.facts.plan_exchange import OUTER
+from ipuplan.facts.plan_exchange import INNER, OUTER
 from ipuplan.plan.operation import parse_operation
 
 
@@ -26,6 +26,7 @@ def store(tmp_path, monkeypatch):
 
 
 def _forget() -> None:
+    getattr(price_store.code_version, "cache_clear", lambda: None)()  # (a test may have replaced it)
     pair_exchange._distinct_pair_bytes.cache_clear()
     pair_exchange._distinct_matched_bytes.cache_clear()
     for kept in price_store._opened.values():
@@ -142,3 +143,61 @@ def test_the_default_folder_follows_xdg(monkeypatch, tmp_path):
     monkeypatch.delenv(price_store.CACHE_VARIABLE, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert price_store.store_directory() == tmp_path / "ipuplan"
+
+
+def _both_readings():
+    """Every step of `STEPS`, views read both ways, and a crop with the shapes of its slice: steps that share shapes,
+    and layouts, but not their prices."""
+    return [(parse_operation(op), source, result, reading) for op, source, result in [*STEPS, (WHOLE_COPY, (7, 12),
+                                                                                               (6, 10))]
+            for reading in ((OUTER, INNER) if "View" in op else (OUTER,))]
+
+
+def test_one_store_keeps_every_steps_prices_apart(store, monkeypatch):
+    """A key without the operation, a shape or the reading would read one step's prices for another."""
+    def every(steps):
+        return [pair_bytes(parsed, source, result, 2, _layouts(17, source, 4), _layouts(18, result, 3), reading)
+                for parsed, source, result, reading in steps]
+    steps = _both_readings()
+    kept = every(steps)
+    monkeypatch.setenv(price_store.CACHE_VARIABLE, "off")
+    _forget()
+    fresh = every(steps)
+    assert all(np.array_equal(a, b) for a, b in zip(kept, fresh))
+    assert len({a.tobytes() for a in fresh}) > len(steps) // 2  # the steps do price apart
+
+
+def test_a_store_that_fails_once_opened_is_left_and_everything_priced(store):
+    import sqlite3
+    parsed, shape = parse_operation(RETILE), (6, 10)
+    sources, results = _layouts(19, shape, 3), _layouts(20, shape, 3)
+    assert price_store.opened() is not None
+    with sqlite3.connect(store) as other:
+        other.execute("DROP TABLE prices")
+    found = pair_bytes(parsed, shape, shape, 2, sources, results)
+    assert price_store.opened() is None  # off for the rest of the process
+    _forget()
+    price_store._opened[str(store.parent)] = None
+    assert np.array_equal(found, pair_bytes(parsed, shape, shape, 2, sources, results))
+
+
+def test_prices_kept_by_other_code_are_not_read(store, monkeypatch):
+    parsed, shape = parse_operation(RETILE), (6, 10)
+    sources, results = _layouts(21, shape, 3), _layouts(22, shape, 3)
+    pair_bytes(parsed, shape, shape, 2, sources, results)
+    _forget()
+    monkeypatch.setattr(price_store, "code_version", lambda: "another build")
+    priced = []
+    original = pair_exchange._priced_pairs
+    monkeypatch.setattr(pair_exchange, "_priced_pairs", lambda *a: priced.append(a) or original(*a))
+    pair_bytes(parsed, shape, shape, 2, sources, results)
+    assert priced
+
+
+def test_no_home_folder_means_no_store(monkeypatch):
+    monkeypatch.delenv(price_store.CACHE_VARIABLE, raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(price_store.Path, "home", lambda: (_ for _ in ()).throw(RuntimeError("no home")))
+    _forget()
+    assert price_store.opened() is None
+    _forget()

@@ -2,20 +2,20 @@
 
 A run prices every pair of candidate layouts of the steps alive at the peak (`pair_exchange`); the next run of the
 same plan, or of another finalist scope with the same layer shapes, prices the same pairs again. Each price is kept
-in a SQLite file under `IPUPLAN_CACHE_DIR` (default `$XDG_CACHE_HOME/ipuplan`, else `~/.cache/ipuplan`; `off`
-keeps nothing), keyed by hashes of the step's content (its operation, shapes, element size and reading) and of each
-side's placement (`format_layout`), never by object.
+in a SQLite file under `IPUPLAN_CACHE_DIR` (default `$XDG_CACHE_HOME/ipuplan`, else `~/.cache/ipuplan`; `off` or an
+empty value keeps nothing), keyed by hashes of the step's content (its operation, shapes, element size and reading),
+of each side's placement (`format_layout`) and of the code that prices (`code_version`), never by object.
 
 A store is a cache, never a source of truth: a file that cannot be opened, read or written is left alone and the
 run prices everything itself; the written plan's exchange is still counted by the definition
-(`plan_exchange.step_bytes`), which no stored price reaches. A store past `MAX_STORE_BYTES` is started afresh.
-`FORMAT` is part of every key: a change to what a price means bumps it, and older prices are never read again.
+(`plan_exchange.step_bytes`), which no stored price reaches. A store past `MAX_STORE_BYTES` when opened is emptied.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
+import sys
 import threading
 from functools import lru_cache
 from hashlib import blake2b
@@ -25,14 +25,17 @@ from ipuplan.plan.layout import Layout, format_layout
 
 CACHE_VARIABLE = "IPUPLAN_CACHE_DIR"
 OFF = "off"
-FORMAT = 1
-"""What a stored price means: bump it when `pair_exchange`'s figures change."""
 MAX_STORE_BYTES = 256 << 20
 FILE_NAME = "exchange-prices.sqlite"
+PRICING_MODULES = ("ipuplan.facts.pair_exchange", "ipuplan.facts.plan_exchange", "ipuplan.facts.exchange_proxy",
+                   "ipuplan.plan.layout", "ipuplan.plan.operation", "ipuplan.plan.debug_syntax")
+"""The code a price depends on: a change to any of them (a fix, an upgrade) makes every key new."""
+STORE_ERRORS = (sqlite3.Error, OSError, RuntimeError, ValueError)
+"""What a store may raise that only means it cannot be used (RuntimeError: no home folder to put it in)."""
 
 
 def store_directory() -> Path | None:
-    """Where prices are kept (None: `IPUPLAN_CACHE_DIR=off`)."""
+    """Where prices are kept (None: `IPUPLAN_CACHE_DIR=off`, or empty). RuntimeError where no home folder is known."""
     chosen = os.environ.get(CACHE_VARIABLE)
     if chosen is not None:
         return None if chosen.strip().lower() in (OFF, "") else Path(chosen)
@@ -40,15 +43,30 @@ def store_directory() -> Path | None:
     return Path(base) / "ipuplan"
 
 
+@lru_cache(maxsize=1)
+def code_version() -> str:
+    """A hash of the source of `PRICING_MODULES` (read once a process)."""
+    digest = blake2b(digest_size=8)
+    for name in PRICING_MODULES:
+        module = sys.modules.get(name)
+        path = getattr(module, "__file__", None)
+        try:
+            digest.update(Path(path).read_bytes() if path else name.encode())
+        except OSError:
+            digest.update(name.encode())
+    return digest.hexdigest()
+
+
 def _hash(text: str) -> int:
     """A signed 64-bit hash of `text` (SQLite's integer)."""
-    return int.from_bytes(blake2b(text.encode(), digest_size=8).digest(), "little", signed=True)
+    return int.from_bytes(blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little",
+                          signed=True)
 
 
 def step_key(operation: str, source_shape: tuple[int, ...], result_shape: tuple[int, ...], element_size: int,
              reading: str) -> int:
-    """What of a step decides its prices, hashed."""
-    return _hash(f"{FORMAT}|{operation}|{source_shape}|{result_shape}|{element_size}|{reading}")
+    """What of a step decides its prices, with the code that prices it, hashed."""
+    return _hash(f"{code_version()}|{operation}|{source_shape}|{result_shape}|{element_size}|{reading}")
 
 
 @lru_cache(maxsize=8192)
@@ -65,14 +83,36 @@ class PriceStore:
         self.pid = os.getpid()
         self._lock = threading.Lock()
         path.parent.mkdir(parents=True, exist_ok=True)
-        if path.exists() and path.stat().st_size > MAX_STORE_BYTES:
-            for stale in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-                stale.unlink(missing_ok=True)
         self._db = sqlite3.connect(path, timeout=2.0, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")  # a price lost to a power cut is priced again
+        self._db.execute(f"PRAGMA journal_size_limit={8 << 20}")
         self._db.execute("CREATE TABLE IF NOT EXISTS prices (step INTEGER, source INTEGER, result INTEGER, "
                          "bytes INTEGER NOT NULL, PRIMARY KEY (step, source, result)) WITHOUT ROWID")
+        if self._bytes() > MAX_STORE_BYTES:
+            self._emptied()
+
+    def _bytes(self) -> int:
+        (pages,), (size,) = (self._db.execute(f"PRAGMA {name}").fetchone() for name in ("page_count", "page_size"))
+        return pages * size
+
+    def _emptied(self) -> None:
+        """Every price dropped, within SQLite (a file removed beside another process's connection would pair its
+        journal with a new database)."""
+        self._write("DELETE FROM prices", [()])
+        self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        self._db.execute("VACUUM")
+
+    def _write(self, statement: str, rows: list[tuple]) -> None:
+        """`statement` once per row, in one transaction (a transaction per row took 0.35 s for 20k prices)."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany(statement, rows)
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
 
     def known(self, step: int) -> dict[tuple[int, int], int]:
         """Every price kept for `step`, by (source key, result key)."""
@@ -82,29 +122,35 @@ class PriceStore:
 
     def keep(self, step: int, prices: list[tuple[int, int, int]]) -> None:
         """Keep (source key, result key, bytes) prices of `step`."""
-        with self._lock:
-            self._db.executemany("INSERT OR REPLACE INTO prices VALUES (?, ?, ?, ?)",
-                                 [(step, source, result, sent) for source, result, sent in prices])
+        self._write("INSERT OR REPLACE INTO prices VALUES (?, ?, ?, ?)",
+                    [(step, source, result, sent) for source, result, sent in prices])
 
     def close(self) -> None:
         self._db.close()
 
 
 _opened: dict[str, PriceStore | None] = {}
+_inherited: list[PriceStore] = []
+"""Stores a forked process found open: kept, never used nor closed (SQLite's connections must not cross a fork)."""
 
 
 def opened() -> PriceStore | None:
     """The process's store for the current `store_directory` (None: off, or it failed once)."""
-    directory = store_directory()
+    try:
+        directory = store_directory()
+    except RuntimeError:  # no home folder: nowhere to keep prices
+        return None
     if directory is None:
         return None
     key = str(directory)
     store = _opened.get(key, False)
     if store is not False and (store is None or store.pid == os.getpid()):
         return store
-    try:  # a forked process opens its own connection
+    if store:  # opened by the process this one was forked from
+        _inherited.append(store)
+    try:
         _opened[key] = PriceStore(directory / FILE_NAME)
-    except (sqlite3.Error, OSError):
+    except STORE_ERRORS:
         _opened[key] = None
     return _opened[key]
 
@@ -127,7 +173,7 @@ def prices_of(step: int, pairs: list[tuple[int, int]]) -> list[int] | None:
         return None
     try:
         known = store.known(step)
-    except sqlite3.Error:
+    except STORE_ERRORS:
         failed(store)
         return None
     return [known.get(pair, -1) for pair in pairs]
@@ -140,5 +186,5 @@ def keep_prices(step: int, prices: list[tuple[int, int, int]]) -> None:
         return
     try:
         store.keep(step, prices)
-    except sqlite3.Error:
+    except STORE_ERRORS:
         failed(store)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import sys
 import threading
 from functools import lru_cache
 from hashlib import blake2b
@@ -27,9 +26,9 @@ CACHE_VARIABLE = "IPUPLAN_CACHE_DIR"
 OFF = "off"
 MAX_STORE_BYTES = 256 << 20
 FILE_NAME = "exchange-prices.sqlite"
-PRICING_MODULES = ("ipuplan.facts.pair_exchange", "ipuplan.facts.plan_exchange", "ipuplan.facts.exchange_proxy",
-                   "ipuplan.plan.layout", "ipuplan.plan.operation", "ipuplan.plan.debug_syntax")
-"""The code a price depends on: a change to any of them (a fix, an upgrade) makes every key new."""
+PRICING_SOURCES = ("facts/pair_exchange.py", "facts/plan_exchange.py", "facts/exchange_proxy.py", "plan/layout.py",
+                   "plan/operation.py", "plan/debug_syntax.py")
+"""The code a price depends on, in the package: a change to any of it (a fix, an upgrade) makes every key new."""
 STORE_ERRORS = (sqlite3.Error, OSError, RuntimeError, ValueError)
 """What a store may raise that only means it cannot be used (RuntimeError: no home folder to put it in)."""
 
@@ -45,13 +44,11 @@ def store_directory() -> Path | None:
 
 @lru_cache(maxsize=1)
 def code_version() -> str:
-    """A hash of the source of `PRICING_MODULES` (read once a process)."""
-    digest = blake2b(digest_size=8)
-    for name in PRICING_MODULES:
-        module = sys.modules.get(name)
-        path = getattr(module, "__file__", None)
+    """A hash of `PRICING_SOURCES` (read once a process; one that cannot be read counts by its name)."""
+    digest, package = blake2b(digest_size=8), Path(__file__).resolve().parent.parent
+    for name in PRICING_SOURCES:
         try:
-            digest.update(Path(path).read_bytes() if path else name.encode())
+            digest.update(package.joinpath(name).read_bytes())
         except OSError:
             digest.update(name.encode())
     return digest.hexdigest()

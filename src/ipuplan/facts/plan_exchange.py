@@ -26,6 +26,7 @@ import numpy as np
 from ipuplan.errors import SyntaxProblem
 from ipuplan.facts.dataflow import Dataflow, dataflow
 from ipuplan.facts.exchange_proxy import Placement, _per_distance, placement
+from ipuplan.plan.collector import gc_paused
 from ipuplan.plan.debug_syntax import Call, Struct, as_int, as_name
 from ipuplan.plan.layout import Axis, Layout
 from ipuplan.plan.operation import Operation, parse_operation
@@ -126,6 +127,11 @@ def priced_kind(operation: Operation) -> str | None:
 
 def plan_exchange(plan: Plan, facts: WithFlow | None = None) -> PlanExchange:
     """Bytes `plan`'s steps send between tiles, per mover and reduction step (`facts`: the plan's, if at hand)."""
+    with gc_paused():  # a report counts it after the run, whose objects no longer set aside: 4.3 s at 200k values
+        return _plan_exchange(plan, facts)
+
+
+def _plan_exchange(plan: Plan, facts: WithFlow | None) -> PlanExchange:
     flow = facts.flow if facts is not None else dataflow(plan)
     priced: list[StepExchange] = []
     unpriced: list[Unpriced] = []

@@ -288,11 +288,16 @@ class _Pairwise:
     def unary_edges(self) -> bool:
         """Make exchange of every edge with one candidate left on a side or a matrix that separates; whether any."""
         made = False
+        # per group, its candidates left: counted once a call, listed once when first needed (an edge kept with the
+        # same counts is passed over without either: most of them, on the second call)
+        counts = [int(np.count_nonzero(alive)) for alive in self.alive]
+        listed: dict[int, np.ndarray] = {}
         for (a, b), costs in list(self.edges.items()):
-            rows, columns = np.flatnonzero(self.alive[a]), np.flatnonzero(self.alive[b])
-            if self.kept_edges.get((a, b)) == (len(rows), len(columns)):
+            if self.kept_edges.get((a, b)) == (counts[a], counts[b]):
                 continue
-            alive = costs[np.ix_(rows, columns)]
+            rows = listed[a] if a in listed else listed.setdefault(a, np.flatnonzero(self.alive[a]))
+            columns = listed[b] if b in listed else listed.setdefault(b, np.flatnonzero(self.alive[b]))
+            alive = costs[rows][:, columns]
             if len(rows) == 1 or len(columns) == 1:
                 split = (alive.min(axis=1), np.zeros(len(columns), np.int64)) if len(columns) == 1 else (
                     np.zeros(1, np.int64), alive[0])

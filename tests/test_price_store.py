@@ -201,3 +201,25 @@ def test_no_home_folder_means_no_store(monkeypatch):
     _forget()
     assert price_store.opened() is None
     _forget()
+
+
+def test_a_second_optimize_reads_the_prices_the_first_kept_and_writes_the_same_plan(tmp_path):
+    """End to end, as a user runs it twice (fresh processes: no price remembered in memory)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from reference import REFERENCE
+
+    def run(output):
+        done = subprocess.run([sys.executable, "-m", "ipuplan", "optimize", str(REFERENCE), "-o", str(output),
+                               "--json", "--workers", "1"], capture_output=True, text=True, check=True,
+                              env={**os.environ, price_store.CACHE_VARIABLE: str(tmp_path / "cache")})
+        return json.loads(done.stdout)
+
+    first, second = run(tmp_path / "a.json"), run(tmp_path / "b.json")
+    assert first["exchange_prices"]["kept"] > 0 and second["exchange_prices"]["kept"] == 0
+    assert second["exchange_prices"]["read"] >= first["exchange_prices"]["kept"]
+    assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+    assert first["exchange_bytes_after"] == second["exchange_bytes_after"] == second["model_exchange_bytes_after"]

@@ -29,6 +29,7 @@ from ipuplan.cli.common import (
     write_output,
 )
 from ipuplan.errors import InfeasibleBudget, NoSolutionInTime, OutputError, PlanError
+from ipuplan.facts import price_store
 from ipuplan.plan.format import dump_plan, load_plan
 from ipuplan.plan.outputs import captured_file, require_outputs
 from ipuplan.replan.options import OptimizeOptions
@@ -74,6 +75,7 @@ def optimize_command(
     if dump_model is not None and options.solver != Backend.CPSAT:
         raise PlanError(f"only the cpsat solver has a model to dump, not {options.solver.value}", source="--dump-model")
     progress = Progress(quiet=as_json)
+    prices_before = price_store.counts()
     with progress.ticking(), _dump_capture(dump_model) as capture:
         try:
             result = _optimize(plan_path, options, progress, capture)
@@ -88,12 +90,24 @@ def optimize_command(
         progress.phase("write", f"{target}")
         _write_results(result, target, capture, dump_model, report)
     if as_json:
-        RUN.say_json({**optimize_summary(result, str(plan_path), str(target)), "phase_seconds": progress.timed()})
+        RUN.say_json({**optimize_summary(result, str(plan_path), str(target)), "phase_seconds": progress.timed(),
+                      "exchange_prices": _prices_since(prices_before)})
     else:
         _print_result(result, target)
     if result.best_effort and not result.after.fits_budget:
         typer.echo(f"does not fit: {result.explanation.line}; the least-bad plan is written to {target}", err=True)
         raise typer.Exit(3)
+
+
+def _prices_since(before: dict[str, int]) -> dict:
+    """The exact exchange's prices this run read from the store kept across runs and kept in it, and its folder
+    (None: `IPUPLAN_CACHE_DIR=off`): a run that read its prices is not a first run."""
+    try:
+        folder = price_store.store_directory()
+    except RuntimeError:  # no home folder: no store
+        folder = None
+    return {**{name: count - before[name] for name, count in price_store.counts().items()},
+            "store": None if folder is None else str(folder)}
 
 
 def _target(plan_path: Path, output: Path | None, in_place: bool) -> Path:

@@ -126,6 +126,16 @@ class PriceStore:
         self._db.close()
 
 
+_counted = {"read": 0, "kept": 0}
+"""Prices this process read from a store and kept in one (`counts`)."""
+
+
+def counts() -> dict[str, int]:
+    """How many prices this process has read from a store and kept in one so far: a caller that wants a run's own
+    takes the difference (`optimize --json`'s `exchange_prices`)."""
+    return dict(_counted)
+
+
 _opened: dict[str, PriceStore | None] = {}
 _inherited: list[PriceStore] = []
 """Stores a forked process found open: kept, never used nor closed (SQLite's connections must not cross a fork)."""
@@ -173,7 +183,9 @@ def prices_of(step: int, pairs: list[tuple[int, int]]) -> list[int] | None:
     except STORE_ERRORS:
         failed(store)
         return None
-    return [known.get(pair, -1) for pair in pairs]
+    found = [known.get(pair, -1) for pair in pairs]
+    _counted["read"] += sum(price >= 0 for price in found)
+    return found
 
 
 def keep_prices(step: int, prices: list[tuple[int, int, int]]) -> None:
@@ -185,3 +197,5 @@ def keep_prices(step: int, prices: list[tuple[int, int, int]]) -> None:
         store.keep(step, prices)
     except STORE_ERRORS:
         failed(store)
+        return
+    _counted["kept"] += len(prices)

@@ -223,3 +223,20 @@ def test_a_second_optimize_reads_the_prices_the_first_kept_and_writes_the_same_p
     assert second["exchange_prices"]["read"] >= first["exchange_prices"]["kept"]
     assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
     assert first["exchange_bytes_after"] == second["exchange_bytes_after"] == second["model_exchange_bytes_after"]
+
+
+def test_a_python_without_sqlite_prices_everything(store, monkeypatch):
+    monkeypatch.setattr(price_store, "sqlite3", None)
+    parsed, shape = parse_operation(RETILE), (6, 10)
+    found = pair_bytes(parsed, shape, shape, 2, _layouts(23, shape, 3), _layouts(24, shape, 3))
+    assert found.shape == (3, 3) and price_store.opened() is None and not store.exists()
+
+
+def test_the_tool_imports_and_prices_without_the_sqlite3_module(tmp_path):
+    import subprocess
+    import sys
+    code = ("import sys; sys.modules['sqlite3'] = None\n"  # what `import sqlite3` meets where Python was built without
+            "from ipuplan.facts import pair_exchange, price_store\n"
+            "assert price_store.sqlite3 is None and price_store.opened() is None\n")
+    subprocess.run([sys.executable, "-c", code], check=True, env={"IPUPLAN_CACHE_DIR": str(tmp_path), "PATH": ""})
+    assert not any(tmp_path.iterdir())

@@ -14,13 +14,17 @@ run prices everything itself; the written plan's exchange is still counted by th
 from __future__ import annotations
 
 import os
-import sqlite3
 import threading
 from functools import lru_cache
 from hashlib import blake2b
 from pathlib import Path
 
 from ipuplan.plan.layout import Layout, format_layout
+
+try:
+    import sqlite3
+except ImportError:  # a Python built without it: no store, every price computed
+    sqlite3 = None
 
 CACHE_VARIABLE = "IPUPLAN_CACHE_DIR"
 OFF = "off"
@@ -29,7 +33,7 @@ FILE_NAME = "exchange-prices.sqlite"
 PRICING_SOURCES = ("facts/pair_exchange.py", "facts/plan_exchange.py", "facts/exchange_proxy.py", "plan/layout.py",
                    "plan/operation.py", "plan/debug_syntax.py")
 """The code a price depends on, in the package: a change to any of it (a fix, an upgrade) makes every key new."""
-STORE_ERRORS = (sqlite3.Error, OSError, RuntimeError, ValueError)
+STORE_ERRORS = (OSError, RuntimeError, ValueError, *(() if sqlite3 is None else (sqlite3.Error,)))
 """What a store may raise that only means it cannot be used (RuntimeError: no home folder to put it in)."""
 
 
@@ -147,7 +151,7 @@ def opened() -> PriceStore | None:
         directory = store_directory()
     except RuntimeError:  # no home folder: nowhere to keep prices
         return None
-    if directory is None:
+    if directory is None or sqlite3 is None:
         return None
     key = str(directory)
     store = _opened.get(key, False)
@@ -169,7 +173,7 @@ def failed(store: PriceStore) -> None:
             _opened[key] = None
     try:
         store.close()
-    except sqlite3.Error:
+    except STORE_ERRORS:
         pass
 
 

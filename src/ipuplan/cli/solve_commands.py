@@ -102,10 +102,7 @@ def optimize_command(
 def _prices_since(before: dict[str, int]) -> dict:
     """The exact exchange's prices this run read from the store kept across runs and kept in it, and its folder
     (None: `IPUPLAN_CACHE_DIR=off`): a run that read its prices is not a first run."""
-    try:
-        folder = price_store.store_directory()
-    except RuntimeError:  # no home folder: no store
-        folder = None
+    folder = price_store.store_directory()
     return {**{name: count - before[name] for name, count in price_store.counts().items()},
             "store": None if folder is None else str(folder)}
 

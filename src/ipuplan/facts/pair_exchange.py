@@ -200,14 +200,12 @@ def alike_sides(operation: Operation, sides: tuple[tuple[tuple[int, ...], Layout
     kept, index = _distinct(tuple(placed), lambda side: side)
     found = np.zeros(len(kept), dtype=bool)
     for shape in dict.fromkeys(shape for shape, _ in kept):
-        at = [k for k, (other, _) in enumerate(kept) if other == shape]
+        layouts = [layout for other, layout in kept if other == shape]
         step = price_store.step_key(operation.text, shape, (), int(source), "reads alike")
-        keys = [(price_store.layout_key(kept[k][1]), 0) for k in at]
-        stored = price_store.prices_of(step, keys) or [-1] * len(at)
-        judged = [bool(flag) if flag >= 0 else reads_alike(operation, shape, kept[k][1], source)
-                  for k, flag in zip(at, stored)]
-        found[at] = judged
-        price_store.keep_prices(step, [(*key, int(flag)) for key, flag, was in zip(keys, judged, stored) if was < 0])
+        found[np.array([other == shape for other, _ in kept])] = price_store.kept_or_priced(
+            step, [(price_store.layout_key(layout), 0) for layout in layouts],
+            lambda missing, shape=shape, layouts=layouts: [reads_alike(operation, shape, layouts[k], source)
+                                                           for k in missing])
     return found[index]
 
 
@@ -375,16 +373,10 @@ def _distinct_matched_bytes(operation: Operation, source_shape: tuple[int, ...],
     """`matched_bytes` of pairs that each place differently (cached: repeated layers price the same step; and across
     runs, `price_store`)."""
     step = price_store.step_key(operation.text, source_shape, result_shape, element_size, reading)
-    keys = [(price_store.layout_key(s), price_store.layout_key(r)) for s, r in pairs]
-    kept = price_store.prices_of(step, keys)
-    if kept is None:
-        return _priced_matched(operation, source_shape, result_shape, element_size, pairs, reading)
-    found = np.array(kept, dtype=np.int64)
-    missing = np.flatnonzero(found < 0)
-    if len(missing):
-        found[missing] = _priced_matched(operation, source_shape, result_shape, element_size,
-                                         tuple(pairs[k] for k in missing), reading)
-        price_store.keep_prices(step, [(*keys[k], int(found[k])) for k in missing.tolist()])
+    found = price_store.kept_or_priced(
+        step, [(price_store.layout_key(s), price_store.layout_key(r)) for s, r in pairs],
+        lambda missing: _priced_matched(operation, source_shape, result_shape, element_size,
+                                        tuple(pairs[k] for k in missing), reading))
     found.flags.writeable = False
     return found
 
@@ -447,17 +439,17 @@ def _distinct_pair_bytes(operation: Operation, source_shape: tuple[int, ...], re
     """`pair_bytes` of layouts that each place differently (cached: repeated layers price the same step; and across
     runs, `price_store`): only the sources with a pair not kept are priced."""
     step = price_store.step_key(operation.text, source_shape, result_shape, element_size, reading)
-    source_keys, result_keys = list(map(price_store.layout_key, sources)), list(map(price_store.layout_key, results))
-    kept = price_store.prices_of(step, list(product(source_keys, result_keys)))
-    if kept is None:
-        return _priced_pairs(operation, source_shape, result_shape, element_size, sources, results, reading)
-    found = np.array(kept, dtype=np.int64).reshape(len(sources), len(results))
-    missing = np.flatnonzero((found < 0).any(axis=1))
-    if len(missing):
-        found[missing] = _priced_pairs(operation, source_shape, result_shape, element_size,
-                                       tuple(sources[i] for i in missing), results, reading)
-        price_store.keep_prices(step, [(source_keys[i], result_keys[j], int(found[i, j]))
-                                       for i in missing.tolist() for j in range(len(results))])
+    width = len(results)
+
+    def priced(missing: list[int]) -> np.ndarray:
+        """The missing pairs (positions in the flattened matrix), their sources' rows priced whole."""
+        rows, at = np.unique(np.array(missing) // width, return_inverse=True)
+        whole = _priced_pairs(operation, source_shape, result_shape, element_size,
+                              tuple(sources[i] for i in rows.tolist()), results, reading)
+        return whole[at, np.array(missing) % width]
+
+    keys = list(product(map(price_store.layout_key, sources), map(price_store.layout_key, results)))
+    found = price_store.kept_or_priced(step, keys, priced).reshape(len(sources), width)
     found.flags.writeable = False
     return found
 

@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from hashlib import blake2b
 from pathlib import Path
+
+import numpy as np
 
 from ipuplan.plan.layout import Layout, format_layout
 
@@ -33,17 +36,21 @@ FILE_NAME = "exchange-prices.sqlite"
 PRICING_SOURCES = ("facts/pair_exchange.py", "facts/plan_exchange.py", "facts/exchange_proxy.py", "plan/layout.py",
                    "plan/operation.py", "plan/debug_syntax.py")
 """The code a price depends on, in the package: a change to any of it (a fix, an upgrade) makes every key new."""
-STORE_ERRORS = (OSError, RuntimeError, ValueError, *(() if sqlite3 is None else (sqlite3.Error,)))
-"""What a store may raise that only means it cannot be used (RuntimeError: no home folder to put it in)."""
+STORE_ERRORS = (OSError, ValueError, *(() if sqlite3 is None else (sqlite3.Error,)))
+"""What a store may raise that only means it cannot be used."""
 
 
 def store_directory() -> Path | None:
-    """Where prices are kept (None: `IPUPLAN_CACHE_DIR=off`, or empty). RuntimeError where no home folder is known."""
+    """Where prices are kept (None: `IPUPLAN_CACHE_DIR=off`, or empty, or no home folder to put them in)."""
     chosen = os.environ.get(CACHE_VARIABLE)
     if chosen is not None:
         return None if chosen.strip().lower() in (OFF, "") else Path(chosen)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "ipuplan"
+    if base := os.environ.get("XDG_CACHE_HOME"):
+        return Path(base) / "ipuplan"
+    try:
+        return Path.home() / ".cache" / "ipuplan"
+    except RuntimeError:  # no home folder known (no HOME, no passwd entry)
+        return None
 
 
 @lru_cache(maxsize=1)
@@ -147,10 +154,7 @@ _inherited: list[PriceStore] = []
 
 def opened() -> PriceStore | None:
     """The process's store for the current `store_directory` (None: off, or it failed once)."""
-    try:
-        directory = store_directory()
-    except RuntimeError:  # no home folder: nowhere to keep prices
-        return None
+    directory = store_directory()
     if directory is None or sqlite3 is None:
         return None
     key = str(directory)
@@ -189,6 +193,18 @@ def prices_of(step: int, pairs: list[tuple[int, int]]) -> list[int] | None:
         return None
     found = [known.get(pair, -1) for pair in pairs]
     _counted["read"] += sum(price >= 0 for price in found)
+    return found
+
+
+def kept_or_priced(step: int, keys: list[tuple[int, int]], price: Callable[[list[int]], Sequence[int]]) -> np.ndarray:
+    """Per key (source key, result key) of `step`, its kept price; the others priced by `price(their positions)` and
+    kept (every key priced so where no store is open)."""
+    stored = prices_of(step, keys)
+    found = np.array([-1] * len(keys) if stored is None else stored, dtype=np.int64)
+    missing = np.flatnonzero(found < 0)
+    if len(missing):
+        found[missing] = price(missing.tolist())
+        keep_prices(step, [(*keys[k], int(found[k])) for k in missing.tolist()])
     return found
 
 

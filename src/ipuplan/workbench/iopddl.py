@@ -6,8 +6,9 @@ usage limit at every time point. `read_instance` reads the contest's JSON (gzip 
 `Instance`; `evaluate` scores a solution as the contest's evaluator does, with no solver code, so a solver's own
 figures are checked rather than trusted; `problem_of` is the instance as the core's `Problem` (nodes -> groups,
 costs -> exchange, edges -> pairwise costs, usages -> one row per time point that can reach the limit);
-`solve_instance` is the one run `ipuplan iopddl` and `benchmarks/iopddl.py` make: build, solve with the core that
-serves plans (`solvers.solve`, objective `fit`), score, on one deadline.
+`merged_problem` is the same with the nodes tied by rigid edges as one group each (`rigid`); `solve_instance` is the
+one run `ipuplan iopddl` and `benchmarks/iopddl.py` make: build, solve with the core that serves plans
+(`solvers.solve`, objective `fit`), score, on one deadline.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from ipuplan.plan.budgets import Limit
 from ipuplan.replan.options import default_workers
 from ipuplan.solvers import SolveResult, SolverSettings, solve
 from ipuplan.solvers.deadline import Deadline
+from ipuplan.workbench.rigid import Merged, merged
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -327,12 +329,27 @@ def usage_rows(instance: Instance) -> TableRows:
     counts = instance.strategy_counts[nodes]
     starts = np.cumsum(counts) - counts
     at = ranges(instance.strategy_start[nodes], counts)
-    events, constant = live_sum(instance, np.where(most > least, 0, least))
     table = TermTable(group=nodes, start=starts, standard=instance.usages[at], interleaved=np.zeros(len(at), np.int64),
                       span_term=np.arange(len(nodes)), span_first=first, span_end=end,
-                      constant_standard=constant[np.searchsorted(events, times)],
+                      constant_standard=_row_constants(instance, times),
                       constant_interleaved=np.zeros(len(times), dtype=np.int64))
     return TableRows(table, times)
+
+
+def _row_constants(instance: Instance, times: np.ndarray) -> np.ndarray:
+    """Per row at `times`, the usage no choice changes: the nodes live there whose strategies all use the same."""
+    least, most = _usage_extremes(instance)
+    events, constant = live_sum(instance, np.where(most > least, 0, least))
+    return constant[np.searchsorted(events, times)]
+
+
+def merged_problem(instance: Instance) -> Merged | None:
+    """The instance as the core's `Problem` with the nodes tied by rigid edges merged, a group per set
+    (`rigid.merged`: same rows as `problem_of`, same cost and usage for every choice it lifts); None where no edge is
+    rigid or a set can take no strategy."""
+    times = row_times(instance)
+    least, most = _usage_extremes(instance)
+    return merged(instance, times, _row_constants(instance, times), most > least)
 
 
 def row_times(instance: Instance) -> np.ndarray:
@@ -384,6 +401,8 @@ class InstanceRun:
 
     instance: Instance
     rows: int
+    groups: int
+    """The groups the core solved for: fewer than the nodes where rigid edges tie some (`merged_problem`)."""
     choice: tuple[int, ...]
     solver_cost: int
     """The core's own figure of the choice (its capped costs): equal to the contest's below `FORBIDDEN`."""
@@ -401,6 +420,7 @@ class InstanceRun:
         """Its figures as `--json` prints them."""
         scored, instance = self.evaluation, self.instance
         return {"instance": instance.name, "nodes": instance.nodes, "edges": instance.edges, "rows": self.rows,
+                "groups": self.groups,
                 "solver_status": self.result.status.value, "cost": scored.cost, "solver_cost": self.solver_cost,
                 "valid": scored.valid,
                 "forbidden": scored.forbidden, "peak_usage": scored.peak_usage, "usage_limit": instance.usage_limit,
@@ -413,13 +433,16 @@ class InstanceRun:
 def solve_instance(instance: Instance, time_limit: float, *, started: float | None = None, workers: int | None = None,
                    seed: int = 0, on_phase: Callable[[str, str], None] | None = None) -> InstanceRun:
     """The least cost within the usage limit, by `time_limit` seconds after `started` (default: now; the contest
-    times the whole process), MARGIN of it kept for scoring and writing: the instance as a `Problem`, solved by the
-    core that serves plans (`solvers.solve`, objective `fit`: its reduction counts in the deadline), and the choice
-    scored by the contest's definition (`evaluate`), never by the solver's own figure."""
+    times the whole process), MARGIN of it kept for scoring and writing: the instance as a `Problem` (its nodes tied
+    by rigid edges merged, `merged_problem`, where any are), solved by the core that serves plans (`solvers.solve`,
+    objective `fit`: its reduction counts in the deadline), and the choice lifted to every node and scored by the
+    contest's definition (`evaluate`), never by the solver's own figure."""
     deadline = Deadline.starting(time_limit, False, started)
     phase = on_phase or (lambda name, detail: None)
-    problem = problem_of(instance)
-    phase("problem built", f"{instance.nodes:,} nodes, {instance.edges:,} edges, {len(problem.rows):,} rows")
+    joined = merged_problem(instance)
+    problem = problem_of(instance) if joined is None else joined.problem
+    phase("problem built", f"{instance.nodes:,} nodes, {instance.edges:,} edges, {len(problem.rows):,} rows, "
+                           f"{problem.groups:,} groups")
     first: list[float] = []
 
     def heard(name: str, objective: int, bound: int, seconds: float) -> None:
@@ -434,6 +457,8 @@ def solve_instance(instance: Instance, time_limit: float, *, started: float | No
     result = solve(problem, settings, progress=heard)
     phase("solved", result.status.value)
     choice = problem.input_choice if result.peak is None else result.choice
-    return InstanceRun(instance, len(problem.rows), tuple(choice), problem.exchange_of(choice), result,
-                       evaluate(instance, choice), first[0] if first else None, time.perf_counter() - deadline.started)
+    strategies = tuple(choice) if joined is None else tuple(joined.lift(choice).tolist())
+    return InstanceRun(instance, len(problem.rows), problem.groups, strategies, problem.exchange_of(choice), result,
+                       evaluate(instance, strategies), first[0] if first else None,
+                       time.perf_counter() - deadline.started)
 

@@ -26,7 +26,7 @@ from ipuplan.workbench.iopddl import (
     solve_instance,
     usage_over_time,
 )
-from ipuplan.workbench.rigid import rigid_edges
+from ipuplan.workbench.rigid import determining
 
 
 def document(intervals, costs, usages, edges=(), limit=None) -> dict:
@@ -297,8 +297,10 @@ def test_the_run_keeps_to_its_deadline_reading_included():
 
 
 def rigid_instance(seed: int, nodes: int = 6):
-    """A small instance whose edges between nodes of as many strategies are mostly rigid (the allowed pairs a random
-    bijection), so that sets of nodes, cycles among them included, follow one node."""
+    """A small instance whose edges mostly determine one node's strategy from the other's: a random bijection of
+    allowed pairs where the nodes have as many strategies (rigid), else one allowed strategy of the second per
+    strategy of the first at most (or of the first per the second's), so that nodes follow others, in chains and
+    cycles; the other edges have random costs."""
     rng = np.random.default_rng(seed)
     counts = rng.integers(2, 4, nodes)
     intervals = [(int(s), int(s + rng.integers(1, 4))) for s in rng.integers(0, 5, nodes)]
@@ -306,12 +308,20 @@ def rigid_instance(seed: int, nodes: int = 6):
     usages = [rng.integers(0, 10, n).tolist() for n in counts]
     edges = []
     for u, v in itertools.combinations(range(nodes), 2):
-        if counts[u] == counts[v] and rng.random() < 0.6:
-            matrix = np.full((counts[u], counts[v]), FORBIDDEN * 1000)
+        kind = rng.random()
+        matrix = np.full((counts[u], counts[v]), FORBIDDEN * 1000)
+        if counts[u] == counts[v] and kind < 0.25:
             matrix[np.arange(counts[u]), rng.permutation(counts[v])] = rng.integers(0, 15, counts[u])
-            edges.append(((u, v), matrix.reshape(-1).tolist()))
-        elif rng.random() < 0.3:
-            edges.append(((u, v), rng.integers(0, 15, counts[u] * counts[v]).tolist()))
+        elif kind < 0.4:
+            rows = np.flatnonzero(rng.random(counts[u]) < 0.9)  # a strategy of u may allow none of v
+            matrix[rows, rng.integers(0, counts[v], len(rows))] = rng.integers(0, 15, len(rows))
+            matrix = matrix if rng.random() < 0.5 else matrix.T
+            u, v = (u, v) if matrix.shape == (counts[u], counts[v]) else (v, u)
+        elif kind < 0.7:
+            matrix = rng.integers(0, 15, (counts[u], counts[v]))
+        else:
+            continue
+        edges.append(((int(u), int(v)), matrix.reshape(-1).tolist()))
     least = instance_of(document(intervals, costs, usages, edges))
     floor = usage_over_time(least, np.array([int(np.argmin(u)) for u in usages]))[1].max(initial=0)
     ceiling = usage_over_time(least, np.array([int(np.argmax(u)) for u in usages]))[1].max(initial=0)
@@ -328,8 +338,8 @@ def allowed_solutions(instance) -> set[tuple[int, ...]]:
 def test_merged_rigid_sets_lift_to_every_allowed_solution_at_its_cost_and_usage(seed):
     instance = rigid_instance(seed)
     joined = merged_problem(instance)
-    if joined is None:  # no rigid edge, or a cycle that agrees on no strategy: nothing is allowed then
-        assert not rigid_edges(instance).any() or not allowed_solutions(instance)
+    if joined is None:  # no determining edge, or a group that agrees on no strategy: nothing is allowed then
+        assert not np.logical_or(*determining(instance)).any() or not allowed_solutions(instance)
         return
     problem, times = joined.problem, row_times(instance)
     assert problem.groups < instance.nodes and [row.step for row in problem.rows] == times.tolist()

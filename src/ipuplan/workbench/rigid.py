@@ -1,16 +1,19 @@
-"""IOPDDL nodes tied by rigid edges solved as one group: an edge whose allowed pairs (costs below `FORBIDDEN`) are a
-bijection between its two nodes' strategies fixes either node's strategy once the other's is chosen, so every node
-of a connected set of such edges follows one of them (its root).
+"""IOPDDL nodes that follow others solved as one group: an edge whose allowed pairs (costs below `FORBIDDEN`) leave
+one strategy of its second node at most per strategy of its first fixes the second once the first is chosen (a rigid
+edge, its allowed pairs a bijection, fixes either from the other), so the nodes joined by such edges follow one of
+them, the group's root.
 
 Most of the contest's edges are rigid (one sharding carried from an operation to the next): 35,789 of A's 54,801
 edges tie 34,718 of its 34,932 nodes into 178 sets, the largest 6,369 nodes; K's 29,612 of 49,674 tie 32,256 nodes
 into 2,711 sets. A move that changes one node of a set must change all of it, which no search that moves a few
 groups at a time finds (on A, three nodes tied to each other, one of them on 150 edges, moved together took 1.0 G off
-a valid solution at 8.4 G that its neighbourhood search had left). Merged, the problem the core solves has a group per
-set: its candidates the root's strategies that every cycle of the set agrees on, its cost the members' costs and the
-edges within the set at those strategies, its edges to other sets the members' edges read at the strategies each
-candidate gives them, and its bytes at a row the sum of the members live there. A choice of the merged problem is a
-choice of every node (`Merged.lift`): the same cost and the same usage at every time, so nothing is lost.
+a valid solution at 8.4 G that its neighbourhood search had left). Merged along rigid and one-way determining edges
+(A: 287 groups, K: 5,282, M: 5,404, S: 6,569), the problem the core solves has a group per set: its candidates the
+root's strategies that pay no forbidden cost within the set, its cost the members' costs and the edges within the
+set at the strategies each candidate gives them, its edges to other sets the members' edges read the same way, and
+its bytes at a row the sum of the members live there. A choice of the merged problem is a choice of every node
+(`Merged.lift`), at the same cost and the same usage at every time, and every solution that pays no forbidden cost is
+one (a node that follows has no other allowed strategy): nothing is lost.
 """
 
 from __future__ import annotations
@@ -42,84 +45,102 @@ class Merged:
         return strategies
 
 
-def rigid_edges(instance) -> np.ndarray:
-    """Per edge, whether its allowed pairs are a bijection between two distinct nodes' strategies."""
-    found = np.zeros(instance.edges, dtype=bool)
+def determining(instance) -> tuple[np.ndarray, np.ndarray]:
+    """Per edge, whether its first node's strategy leaves at most one allowed strategy of its second node (each row
+    of allowed pairs has one at most), and whether the second's leaves one of the first's (each column); a rigid
+    edge does both. An edge that joins a node to itself does neither."""
+    forward, backward = np.zeros(instance.edges, dtype=bool), np.zeros(instance.edges, dtype=bool)
     for e, (u, v) in enumerate(instance.edge_nodes.tolist()):
         if u != v:
             allowed = instance.edge_matrix(e) < FORBIDDEN
-            found[e] = (allowed.shape[0] == allowed.shape[1] and bool((allowed.sum(axis=0) == 1).all())
-                        and bool((allowed.sum(axis=1) == 1).all()))
-    return found
+            forward[e], backward[e] = (allowed.sum(axis=1) <= 1).all(), (allowed.sum(axis=0) <= 1).all()
+    return forward, backward
 
 
-def _sets(instance, rigid: np.ndarray) -> list[tuple[int, list[tuple[int, int, bool]]]]:
-    """Per set of nodes tied by rigid edges: its root and its rigid edges in breadth-first order from the root, each
-    as (edge, the node reached, whether it is the edge's second node)."""
-    incident: dict[int, list[tuple[int, int, bool]]] = {}
-    for e in np.flatnonzero(rigid).tolist():
+class _Sets:
+    """Groups of nodes, each node's strategy a function of its group's root's (`picks`), merged along edges that
+    determine one side from the other."""
+
+    def __init__(self, counts: np.ndarray) -> None:
+        self.group_of = list(range(len(counts)))
+        self.members = [[node] for node in range(len(counts))]
+        self.picks = [[np.arange(int(k))] for k in counts.tolist()]
+        self.position = [0] * len(counts)
+
+    def between(self, instance, e: int) -> tuple[int, int, np.ndarray]:
+        """(the groups of edge `e`'s nodes, its allowed pairs per pair of their candidates)."""
         u, v = instance.edge_nodes[e].tolist()
-        incident.setdefault(u, []).append((e, v, True))
-        incident.setdefault(v, []).append((e, u, False))
-    seen = np.zeros(instance.nodes, dtype=bool)
-    found = []
-    for root in range(instance.nodes):
-        if seen[root]:
-            continue
-        seen[root] = True
-        order, queue = [], [root]
-        while queue:
-            node = queue.pop()
-            for e, other, second in incident.get(node, ()):
-                order.append((e, other, second))
-                if not seen[other]:
-                    seen[other] = True
-                    queue.append(other)
-        found.append((root, order))
-    return found
-
-
-def _member_picks(instance, root: int, order: list[tuple[int, int, bool]]) -> tuple[np.ndarray, np.ndarray]:
-    """(the set's nodes, root first; per node, its strategy under each strategy of the root the set's cycles agree
-    on, those strategies as the columns)."""
-    picks = {root: np.arange(int(instance.strategy_counts[root]))}
-    agree = np.ones(len(picks[root]), dtype=bool)
-    for e, other, second in order:
+        g, h = self.group_of[u], self.group_of[v]
         allowed = instance.edge_matrix(e) < FORBIDDEN
-        follows = np.argmax(allowed, axis=1) if second else np.argmax(allowed, axis=0)
-        source = instance.edge_nodes[e, 0 if second else 1]
-        reached = follows[picks[source]]
-        if other in picks:
-            agree &= picks[other] == reached
-        else:
-            picks[other] = reached
-    nodes = np.array(list(picks), dtype=np.int64)
-    return nodes, np.array([picks[n][agree] for n in nodes.tolist()], dtype=np.int64).reshape(len(nodes), -1)
+        return g, h, allowed[self.picks[g][self.position[u]][:, None], self.picks[h][self.position[v]][None, :]]
+
+    def join(self, g: int, h: int, follows: np.ndarray) -> None:
+        """Group `h` into `g`, its candidate under `g`'s candidate c `follows[c]`."""
+        for node, row in zip(self.members[h], self.picks[h]):
+            self.group_of[node], self.position[node] = g, len(self.members[g])
+            self.members[g].append(node)
+            self.picks[g].append(row[follows])
+        self.members[h], self.picks[h] = [], []
+
+    def merged_along(self, instance, e: int) -> bool:
+        """Whether edge `e` determined one of its groups from the other, which is then merged into it (the larger
+        kept where either way would do)."""
+        g, h, allowed = self.between(instance, e)
+        if g == h:
+            return False
+        forward, backward = (allowed.sum(axis=1) <= 1).all(), (allowed.sum(axis=0) <= 1).all()
+        if forward and (not backward or len(self.members[g]) >= len(self.members[h])):
+            self.join(g, h, np.argmax(allowed, axis=1))
+        elif backward:
+            self.join(h, g, np.argmax(allowed, axis=0))
+        return bool(forward or backward)
+
+
+def _followers(instance) -> tuple[list[np.ndarray], list[np.ndarray]] | None:
+    """(per group, its nodes; per group, its nodes' strategies under each of its candidates) of the nodes merged
+    along the edges that determine one side from the other, passes over them until none merges (a merge can make an
+    edge between two groups determining); None when no edge determines."""
+    forward, backward = determining(instance)
+    pending = np.flatnonzero(forward | backward).tolist()
+    if not pending:
+        return None
+    sets = _Sets(instance.strategy_counts)
+    while True:
+        left = [e for e in pending if not sets.merged_along(instance, e)]
+        if len(left) == len(pending):
+            break
+        pending = left
+    kept = [g for g, members in enumerate(sets.members) if members]
+    return ([np.array(sets.members[g], dtype=np.int64) for g in kept],
+            [np.array(sets.picks[g], dtype=np.int64) for g in kept])
 
 
 def merged(instance, times: np.ndarray, constant: np.ndarray, varying: np.ndarray) -> Merged | None:
-    """The instance with every set of nodes tied by rigid edges as one group (module docstring), its rows at `times`
-    (`iopddl.row_times`) with `constant` bytes there (what no choice changes), the `varying` nodes' usages (those
-    whose strategies differ in it) its terms; None when no edge is rigid (nothing to merge) or some set's cycles agree
-    on no strategy (every choice makes a forbidden pair: the unmerged problem says so)."""
-    rigid = rigid_edges(instance)
-    if not rigid.any():
+    """The instance with its nodes merged along the edges that determine one side from the other (module docstring),
+    its rows at `times` (`iopddl.row_times`) with `constant` bytes there (what no choice changes), the `varying`
+    nodes' usages (those whose strategies differ in it) its terms. A group's candidates are its root's strategies
+    that pay no forbidden cost within it. None when no edge determines (nothing to merge) or a group has no such
+    candidate (every choice makes a forbidden pair: the unmerged problem says so)."""
+    found = _followers(instance)
+    if found is None:
         return None
-    sets = [_member_picks(instance, root, order) for root, order in _sets(instance, rigid)]
-    if any(not picks.shape[1] for _, picks in sets):
-        return None
-    members, picks = tuple(m for m, _ in sets), tuple(p for _, p in sets)
+    members, picks = found
     group_of, row_of = np.zeros(instance.nodes, dtype=np.int64), np.zeros(instance.nodes, dtype=np.int64)
     for g, nodes in enumerate(members):
         group_of[nodes], row_of[nodes] = g, np.arange(len(nodes))
-    exchange, edges = _costs(instance, members, picks, group_of, row_of)
+    exchange, between = _costs(instance, members, picks, group_of, row_of)
+    keep = [costs < FORBIDDEN for costs in exchange]
+    if not all(k.any() for k in keep):
+        return None
+    picks = [p[:, k] for p, k in zip(picks, keep)]
+    edges = tuple(Edge(a, b, costs[keep[a]][:, keep[b]]) for (a, b), costs in sorted(between.items()))
     limits = () if instance.usage_limit is None else (Limit("usage", 1, 0, instance.usage_limit),)
     table = _table(instance, members, picks, times, constant, varying)
     problem = Problem(candidate_counts=tuple(p.shape[1] for p in picks), input_choice=(0,) * len(members),
                       group_sizes=(0,) * len(members), rows=TableRows(table, times),
-                      exchange=tuple(tuple(e.tolist()) for e in exchange), limits=limits, steps_total=len(times),
-                      edges=edges)
-    return Merged(problem, members, picks)
+                      exchange=tuple(tuple(costs[k].tolist()) for costs, k in zip(exchange, keep)), limits=limits,
+                      steps_total=len(times), edges=edges)
+    return Merged(problem, tuple(members), tuple(picks))
 
 
 def _capped_sum(values: np.ndarray, axis: int = 0) -> np.ndarray:
@@ -129,9 +150,9 @@ def _capped_sum(values: np.ndarray, axis: int = 0) -> np.ndarray:
                                                      FORBIDDEN))
 
 
-def _costs(instance, members, picks, group_of, row_of) -> tuple[list[np.ndarray], tuple[Edge, ...]]:
-    """(per group, per candidate: its members' costs and the edges within it; the edges between groups, each pair
-    of groups once, their members' edges summed)."""
+def _costs(instance, members, picks, group_of, row_of) -> tuple[list[np.ndarray], dict[tuple[int, int], np.ndarray]]:
+    """(per group, per candidate: its members' costs and the edges within it; per pair of groups an edge joins, the
+    lower first, their members' edges summed per pair of candidates)."""
     start = instance.strategy_start
     exchange = [_capped_sum(np.minimum(instance.costs[start[nodes][:, None] + p], FORBIDDEN))
                 for nodes, p in zip(members, picks)]
@@ -146,7 +167,7 @@ def _costs(instance, members, picks, group_of, row_of) -> tuple[list[np.ndarray]
             pair = matrix[su[:, None], sv[None, :]] if gu < gv else matrix[su[:, None], sv[None, :]].T
             key = (min(gu, gv), max(gu, gv))
             between[key] = pair if key not in between else _capped_sum(np.stack([between[key], pair]))
-    return exchange, tuple(Edge(a, b, costs) for (a, b), costs in sorted(between.items()))
+    return exchange, between
 
 
 def _table(instance, members, picks, times: np.ndarray, constant: np.ndarray, varying: np.ndarray) -> TermTable:

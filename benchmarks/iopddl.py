@@ -5,7 +5,8 @@ timeouts.
     .venv/bin/python benchmarks/iopddl.py --all ../shared/iopddl --results benchmarks/results/iopddl.md
 
 One instance: the product's own run (`workbench.iopddl.solve_instance`, what `ipuplan iopddl` runs): reads it as
-given (gzip or plain JSON), builds the core's `Problem` (`workbench.iopddl.problem_of`), solves it with the code that
+given (gzip or plain JSON), builds the core's `Problem` (`workbench.iopddl.merged_problem`: a group per set of nodes
+that follow one another over edges that fix one side from the other), solves it with the code that
 serves plans (`solvers.solve`: the reduction, then CP-SAT, objective `fit`, default settings), scores the solution
 with the contest's definition (`workbench.iopddl.evaluate`, never the solver's own figure), writes it when valid (a
 JSON list of strategy indices) and prints cost, validity, time to the first valid solution, wall and max RSS. The
@@ -94,7 +95,8 @@ def solve_instance(path: Path, time_limit: float, output: Path | None) -> dict:
 
 
 def print_run(run: dict) -> None:
-    print(f"{run['instance']}: {run['nodes']:,} nodes, {run['edges']:,} edges, {run['rows']:,} rows; {run['status']}")
+    print(f"{run['instance']}: {run['nodes']:,} nodes, {run['edges']:,} edges, {run['rows']:,} rows, "
+          f"{run['groups']:,} groups; {run['status']}")
     print(f"  cost {run['cost']:,} ({'valid' if run['valid'] else 'NOT VALID'}: peak usage {run['peak_usage']:,} "
           f"of {'no limit' if run['usage_limit'] is None else format(run['usage_limit'], ',')}, "
           f"{run['forbidden']} forbidden costs paid; the solver said {run['solver_cost']:,})")
@@ -186,7 +188,8 @@ def table_row(letter: str, reference: Reference, run: dict | None, ended: str, p
             "x XLA": f"{cost / reference.xla:.3f}" if usable and reference.xla else "-",
             "first valid s": "-" if run["first_valid_s"] is None else f"{run['first_valid_s']:.1f}",
             "wall s": f"{run['wall_s']:.1f}", "max RSS MB": f"{max(run['rss_mb'], peak):,}",
-            "run": f"{run['status']}, {run['rows']:,} rows{disagreement(run)}; reached: {reached}"}
+            "run": f"{run['status']}, {run['rows']:,} rows, {run['groups']:,} groups{disagreement(run)}; "
+                   f"reached: {reached}"}
 
 
 def disagreement(run: dict) -> str:

@@ -376,3 +376,13 @@ def test_the_run_on_merged_rigid_sets_finds_the_brute_force_optimum(seed):
         assert run.evaluation.cost == best[0] == run.solver_cost
         assert run.groups == (instance.nodes if merged_problem(instance) is None
                               else merged_problem(instance).problem.groups)
+
+
+def test_where_the_merged_model_is_too_large_the_run_solves_the_nodes(monkeypatch):
+    from ipuplan.workbench import iopddl
+
+    instance = next(rigid_instance(seed) for seed in range(30) if merged_problem(rigid_instance(seed)) is not None
+                    and brute_force(rigid_instance(seed)) is not None)
+    monkeypatch.setattr(iopddl, "whole_model_fits", lambda problem: False)
+    run = solve_instance(instance, 5.0, workers=1)
+    assert run.groups == instance.nodes and run.solved and run.evaluation.cost == brute_force(instance)[0]

@@ -82,34 +82,30 @@ class _Sets:
             self.picks[g].append(row[follows])
         self.members[h], self.picks[h] = [], []
 
-    def merged_along(self, instance, e: int) -> bool:
-        """Whether edge `e` determined one of its groups from the other, which is then merged into it (the larger
-        kept where either way would do)."""
+    def merged_along(self, instance, e: int) -> None:
+        """Edge `e`'s groups merged where it determines one from the other (the larger kept where either way would
+        do)."""
         g, h, allowed = self.between(instance, e)
         if g == h:
-            return False
+            return
         forward, backward = (allowed.sum(axis=1) <= 1).all(), (allowed.sum(axis=0) <= 1).all()
         if forward and (not backward or len(self.members[g]) >= len(self.members[h])):
             self.join(g, h, np.argmax(allowed, axis=1))
         elif backward:
             self.join(h, g, np.argmax(allowed, axis=0))
-        return bool(forward or backward)
 
 
 def _followers(instance) -> tuple[list[np.ndarray], list[np.ndarray]] | None:
     """(per group, its nodes; per group, its nodes' strategies under each of its candidates) of the nodes merged
-    along the edges that determine one side from the other, passes over them until none merges (a merge can make an
-    edge between two groups determining); None when no edge determines."""
+    along the edges that determine one side from the other, one pass over them (an edge that determines a node's
+    strategy from the other's still does from its group's: one merge each, or none once both are in one group);
+    None when no edge determines."""
     forward, backward = determining(instance)
-    pending = np.flatnonzero(forward | backward).tolist()
-    if not pending:
+    if not (forward | backward).any():
         return None
     sets = _Sets(instance.strategy_counts)
-    while True:
-        left = [e for e in pending if not sets.merged_along(instance, e)]
-        if len(left) == len(pending):
-            break
-        pending = left
+    for e in np.flatnonzero(forward | backward).tolist():
+        sets.merged_along(instance, e)
     kept = [g for g, members in enumerate(sets.members) if members]
     return ([np.array(sets.members[g], dtype=np.int64) for g in kept],
             [np.array(sets.picks[g], dtype=np.int64) for g in kept])

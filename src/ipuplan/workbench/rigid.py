@@ -18,6 +18,7 @@ one (a node that follows has no other allowed strategy): nothing is lost.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,16 +46,15 @@ class Merged:
         return strategies
 
 
-def determining(instance) -> tuple[np.ndarray, np.ndarray]:
-    """Per edge, whether its first node's strategy leaves at most one allowed strategy of its second node (each row
-    of allowed pairs has one at most), and whether the second's leaves one of the first's (each column); a rigid
-    edge does both. An edge that joins a node to itself does neither."""
-    forward, backward = np.zeros(instance.edges, dtype=bool), np.zeros(instance.edges, dtype=bool)
+def determining(instance) -> Iterator[tuple[int, np.ndarray]]:
+    """Each edge whose first node's strategy leaves at most one allowed strategy of its second node (each row of
+    allowed pairs has one at most), or whose second's leaves one of the first's (each column), with its allowed pairs;
+    a rigid edge does both. An edge that joins a node to itself does neither."""
     for e, (u, v) in enumerate(instance.edge_nodes.tolist()):
         if u != v:
             allowed = instance.edge_matrix(e) < FORBIDDEN
-            forward[e], backward[e] = (allowed.sum(axis=1) <= 1).all(), (allowed.sum(axis=0) <= 1).all()
-    return forward, backward
+            if (allowed.sum(axis=1) <= 1).all() or (allowed.sum(axis=0) <= 1).all():
+                yield e, allowed
 
 
 class _Sets:
@@ -67,11 +67,10 @@ class _Sets:
         self.picks = [[np.arange(int(k))] for k in counts.tolist()]
         self.position = [0] * len(counts)
 
-    def between(self, instance, e: int) -> tuple[int, int, np.ndarray]:
-        """(the groups of edge `e`'s nodes, its allowed pairs per pair of their candidates)."""
+    def between(self, instance, e: int, allowed: np.ndarray) -> tuple[int, int, np.ndarray]:
+        """(the groups of edge `e`'s nodes, its `allowed` pairs per pair of their candidates)."""
         u, v = instance.edge_nodes[e].tolist()
         g, h = self.group_of[u], self.group_of[v]
-        allowed = instance.edge_matrix(e) < FORBIDDEN
         return g, h, allowed[self.picks[g][self.position[u]][:, None], self.picks[h][self.position[v]][None, :]]
 
     def join(self, g: int, h: int, follows: np.ndarray) -> None:
@@ -82,10 +81,10 @@ class _Sets:
             self.picks[g].append(row[follows])
         self.members[h], self.picks[h] = [], []
 
-    def merged_along(self, instance, e: int) -> None:
-        """Edge `e`'s groups merged where it determines one from the other (the larger kept where either way would
-        do)."""
-        g, h, allowed = self.between(instance, e)
+    def merged_along(self, instance, e: int, allowed: np.ndarray) -> None:
+        """Edge `e`'s groups merged where it (its `allowed` pairs) determines one from the other (the larger kept
+        where either way would do)."""
+        g, h, allowed = self.between(instance, e, allowed)
         if g == h:
             return
         forward, backward = (allowed.sum(axis=1) <= 1).all(), (allowed.sum(axis=0) <= 1).all()
@@ -100,12 +99,12 @@ def _followers(instance) -> tuple[list[np.ndarray], list[np.ndarray]] | None:
     along the edges that determine one side from the other, one pass over them (an edge that determines a node's
     strategy from the other's still does from its group's: one merge each, or none once both are in one group);
     None when no edge determines."""
-    forward, backward = determining(instance)
-    if not (forward | backward).any():
+    sets, merging = _Sets(instance.strategy_counts), False
+    for e, allowed in determining(instance):
+        sets.merged_along(instance, e, allowed)
+        merging = True
+    if not merging:
         return None
-    sets = _Sets(instance.strategy_counts)
-    for e in np.flatnonzero(forward | backward).tolist():
-        sets.merged_along(instance, e)
     kept = [g for g, members in enumerate(sets.members) if members]
     return ([np.array(sets.members[g], dtype=np.int64) for g in kept],
             [np.array(sets.picks[g], dtype=np.int64) for g in kept])

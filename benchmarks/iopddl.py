@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -203,6 +204,14 @@ def head_commit() -> str:
     return found.stdout.strip() or "?"
 
 
+def toulbar2_version() -> str:
+    """The installed pytoulbar2's version, or that it is not installed (the start then is the Lagrangian's)."""
+    try:
+        return f"{metadata.version('pytoulbar2')} installed"
+    except metadata.PackageNotFoundError:
+        return "NOT installed (pip install 'ipuplan[toulbar2]')"
+
+
 def write_results(results: Path, rows: list[dict], memory_mb: int, began: str) -> None:
     kept = ""
     if results.exists() and "\n## Notes" in results.read_text():
@@ -214,7 +223,8 @@ def write_results(results: Path, rows: list[dict], memory_mb: int, began: str) -
         (f"`benchmarks/iopddl.py --all` on {began}, {os.cpu_count()} cores: each instance in a fresh "
         "process with the contest's timeout for the whole run (read, build, solve, score, write), default settings "
         "(`workbench.iopddl.solve_instance`, what `ipuplan iopddl` runs: `solvers.solve`, its reduction within the "
-        "timeout, then CP-SAT, objective `fit`, the default workers). "
+        "timeout, then CP-SAT, objective `fit`, the default workers; where the whole model is too large, the start "
+        f"from the penalised network, `solvers.wcsp`: toulbar2 {toulbar2_version()}). "
         "Cost and validity are the independent evaluator's "
         "(`workbench.iopddl.evaluate`). Gaps are to the published best known cost and lower bound; `x XLA` is the "
         f"cost over XLA's published score (below 1 beats it). Runs passing {memory_mb:,} MB RSS are ended "

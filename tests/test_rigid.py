@@ -104,3 +104,18 @@ def test_where_the_merged_model_is_too_large_the_run_solves_the_nodes(monkeypatc
     monkeypatch.setattr(iopddl, "whole_model_fits", lambda problem: False)
     run = solve_instance(instance, 5.0, workers=1)
     assert run.groups == instance.nodes and run.solved and run.evaluation.cost == brute_force(instance)[0]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_merge_whose_pairs_may_pass_the_whole_model_s_bound_is_not_built(monkeypatch, seed):
+    from ipuplan.workbench import iopddl
+
+    instance = rigid_instance(seed)
+    joined = merged_problem(instance)
+    if joined is None or not joined.problem.edges:
+        return
+    pairs = sum(int(np.count_nonzero(edge.costs < FORBIDDEN)) for edge in joined.problem.edges)
+    monkeypatch.setattr(iopddl, "WHOLE_MODEL_PAIRS", pairs - 1)  # told from an upper bound, before the costs
+    assert merged_problem(instance) is None
+    monkeypatch.setattr(iopddl, "WHOLE_MODEL_PAIRS", 10 * pairs)
+    assert merged_problem(instance) is not None

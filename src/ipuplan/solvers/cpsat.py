@@ -20,6 +20,7 @@ import numpy as np
 
 from ipuplan.model.objective import OBJECTIVES, Objective, Term
 from ipuplan.model.problem import FORBIDDEN, Problem, StepRow
+from ipuplan.solvers import wcsp
 from ipuplan.solvers.bounds import WindowBound, window_bound
 from ipuplan.solvers.construct import cheapest, construct, tie_bound, tie_value
 from ipuplan.solvers.deadline import part
@@ -444,6 +445,11 @@ def searched_start(problem: Problem, settings: SolverSettings | None,
     # where the whole model fits, its solve repairs (IOPDDL G: 26 s to the proof, 47 s with repairs in the rounds)
     repair = None if whole_model_fits(problem) else partial(repaired, problem, seed=seed,
                                                             repair_part=partial(repair_part, settings=settings))
+    if repair is not None and deadline is not None and wcsp.available():
+        ends = time.perf_counter() + settings.wall(part("penalised start", settings.time_limit))
+        found = wcsp.penalised(problem, ends, seed=seed, on_valid=on_valid, repair=repair)
+        if found is not None and problem.valid(found):
+            return found
     for begin in sorted(begins, key=lambda choice: (problem.usage(choice).violation(problem.limits) > 0,
                                                     problem.forbidden_in(choice))):
         again = lagrangian(problem, begin, seed=seed, deadline=deadline, on_valid=on_valid, repair=repair,

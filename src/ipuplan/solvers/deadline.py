@@ -34,6 +34,9 @@ SHARES: dict[str, float] = {
     "relaxation": 0.2,
     # Of a CP-SAT solve of a `fit` with edges, the Lagrangian starts together (`solvers.cpsat.searched_start`).
     "lagrangian start": 0.5,
+    # Of a CP-SAT solve of a `fit` with edges too large for the whole model, the penalised network's start
+    # (`solvers.wcsp`, when toulbar2 is installed): its rounds find what the neighbourhoods after it only polish.
+    "penalised start": 0.8,
     # Of a CP-SAT solve, the objective phases before the last together; the last has what is left, at least the
     # rest (`solvers.cpsat.run_phases`).
     "phases before the last": 0.8,

@@ -1,0 +1,225 @@
+"""A start for large problems with pairwise costs under budgets: the budgets priced into the candidates, per group,
+and the whole problem solved as a weighted constraint network by toulbar2 (`pip install 'ipuplan[toulbar2]'`).
+
+The IOPDDL contest's winning solver works so (ti2-group, "Soft constraints, strong solutions"): the limit is not a
+constraint but a price on each group's bytes above its least, `weight[g] * spread[g][c]`, and a solver of pairwise
+costs alone (no rows) takes the whole problem at once, which lets thousands of groups move together (a parameter
+replicated, its gathers gone, and room made for it elsewhere): what our moves of a few groups at a time do not find
+(IOPDDL K: our neighbourhood search stays at 4.7-5.1 G, this start reaches 2.5 G). Each round solves with the
+weights so far, repairs its choice (`lagrange.relieve`, `unforbid`, `descend`: over the limits by a little, moved
+within them), keeps the best, and moves each weight within a bracket: up where the group is live at a row over a
+limit (it was "broken" at that weight), down where it is not, halfway (geometrically) once both are known.
+
+Optional: `available()` says whether toulbar2 is installed; without it the Lagrangian start serves alone.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from ipuplan.model.problem import FORBIDDEN, Problem
+from ipuplan.solvers.construct import GroupRows
+from ipuplan.solvers.lagrange import descend, group_rows, least_bytes, relieve, unforbid
+
+ROUND_SECONDS = 10
+"""toulbar2's time per round (whole seconds): IOPDDL K's rounds take 10 s to reach a choice within 1% of what 20 s
+do, and the weights need several rounds to settle."""
+TOP = 10**15
+"""toulbar2's forbidden cost: above any sum of the contest's finite costs (int64 either way)."""
+FIRST_WEIGHT = 0.25
+"""Of the ratio of the spreads of cost to those of bytes, the weight every group starts at."""
+SAFE_SCALE, FIRST_SECONDS = 16.0, 3
+"""The first round: every weight SAFE_SCALE times the first, for FIRST_SECONDS, so that a valid choice is known
+early (IOPDDL K at 30 times a price that worked: valid at 4.75 G, a tenth of its timeout in)."""
+UP, DOWN = 2.0, 1.25
+"""A weight's factor while its bracket is open above (broken at every weight tried) or below (never broken)."""
+SHED_SHARE = 0.1
+"""Of the time left, the most `shed_least_bytes` takes."""
+REPAIR_SECONDS = 5.0
+"""Each step of a round's repair at most."""
+REPAIR_SHARE, REPAIR_MOST = 0.1, 60.0
+"""Of the time left, the most the neighbourhoods' repair of a round takes (at least REPAIR_SECONDS, at most
+REPAIR_MOST)."""
+
+
+def available() -> bool:
+    try:
+        import pytoulbar2  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class Weights:
+    """Per group, its price per byte above its least, and the bracket it is sought in: the highest weight at which the
+    group was broken (live at a row over a limit), the lowest at which it was not."""
+
+    def __init__(self, start: np.ndarray) -> None:
+        self.now = start.astype(np.float64)
+        self.broken_at = np.zeros(len(start))
+        self.whole_at = np.full(len(start), np.inf)
+
+    def step(self, broken: np.ndarray) -> None:
+        now = self.now
+        # a bracket that the other groups' moves made wrong opens again on its wrong side
+        self.whole_at = np.where(broken & (now >= self.whole_at), now * UP, self.whole_at)
+        self.broken_at = np.where(~broken & (now <= self.broken_at), now / DOWN, self.broken_at)
+        self.broken_at = np.where(broken, np.maximum(self.broken_at, now), self.broken_at)
+        self.whole_at = np.where(broken, self.whole_at, np.minimum(self.whole_at, now))
+        closed = np.isfinite(self.whole_at) & (self.broken_at > 0)
+        middle = np.sqrt(self.broken_at * np.where(closed, self.whole_at, 1.0))
+        self.now = np.where(closed, middle, np.where(np.isfinite(self.whole_at), now / DOWN, now * UP))
+
+
+def spreads(problem: Problem) -> list[np.ndarray]:
+    """Per group, per candidate: its most limit-weighted bytes at any of its terms above the group's least (summed
+    over the limits)."""
+    table, found = problem.table, [np.zeros(k) for k in problem.candidate_counts]
+    for limit in problem.limits:
+        weighted = (limit.standard * table.standard + limit.interleaved * table.interleaved).astype(np.float64)
+        most = [np.zeros(k) for k in problem.candidate_counts]
+        for term, (g, start) in enumerate(zip(table.group.tolist(), table.start.tolist())):
+            here = weighted[start:start + problem.candidate_counts[g]]
+            most[g] = np.maximum(most[g], here - here.min())
+        found = [f + m for f, m in zip(found, most)]
+    return found
+
+
+def first_weight(problem: Problem, spread: list[np.ndarray]) -> float:
+    """FIRST_WEIGHT of the problem's spreads of cost (its groups' and its edges' allowed ones) to its spreads of
+    bytes: a price of the same order as what moving bytes costs."""
+    def allowed_spread(costs: np.ndarray) -> float:
+        allowed = costs[costs < FORBIDDEN]
+        return float(allowed.max() - allowed.min()) if len(allowed) else 0.0
+
+    cost = sum(allowed_spread(np.asarray(c)) for c in problem.exchange)
+    cost += sum(allowed_spread(edge.costs) for edge in problem.edges)
+    room = sum(float(s.max()) for s in spread)
+    return FIRST_WEIGHT * cost / room if room else 0.0
+
+
+def broken_groups(problem: Problem, choice) -> np.ndarray:
+    """Per group, whether it is live at a row over a limit under `choice`."""
+    usage, table = problem.usage(choice), problem.table
+    over = np.zeros(len(problem.rows), dtype=bool)
+    for limit in problem.limits:
+        over |= limit.standard * usage.standard + limit.interleaved * usage.interleaved > limit.bytes
+    counted = np.concatenate([[0], np.cumsum(over)])
+    found = np.zeros(problem.groups, dtype=bool)
+    found[table.group[table.span_term[counted[table.span_end] > counted[table.span_first]]]] = True
+    return found
+
+
+class Network:
+    """The problem's pairwise costs as toulbar2 reads them, laid out once for every round."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.counts = problem.candidate_counts
+        self.unary = [np.minimum(np.asarray(costs, dtype=np.float64), TOP) for costs in problem.exchange]
+        self.edges = [([edge.a, edge.b], np.minimum(edge.costs, TOP).ravel().tolist()) for edge in problem.edges]
+
+    def solved(self, penalty: list[np.ndarray], seconds: int, seed: int) -> tuple[int, ...] | None:
+        """The least of the costs plus `penalty` toulbar2 finds in `seconds` (None: none)."""
+        import pytoulbar2
+
+        pytoulbar2.tb2.option.lds = 4  # limited discrepancy search: a heuristic, not a proof (what ti2 set)
+        network = pytoulbar2.CFN(TOP, vac=0, seed=seed, verbose=-1)
+        for g, count in enumerate(self.counts):
+            network.AddVariable(f"g{g}", range(count))
+        for g, (own, extra) in enumerate(zip(self.unary, penalty)):
+            priced = np.where(own >= TOP, TOP, np.minimum(np.rint(own + extra), TOP))
+            network.AddFunction([g], priced.astype(np.int64).tolist())
+        for groups, costs in self.edges:
+            network.AddFunction(groups, costs)
+        found = network.Solve(showSolutions=0, timeLimit=max(int(seconds), 1))
+        return None if not found else tuple(int(c) for c in found[0])
+
+
+def shed_least_bytes(problem: Problem, index: GroupRows, deadline: float) -> tuple[int, ...] | None:
+    """Each group's least bytes, its forbidden picks shed (`unforbid`) and descended, where that is valid (IOPDDL S:
+    toulbar2 finds nothing in the first round's seconds; the shed least bytes are valid 3 s later); None where not.
+    At most SHED_SHARE of the time left."""
+    ends = time.perf_counter() + SHED_SHARE * max(deadline - time.perf_counter(), 0.0)
+    least = least_bytes(problem)
+    if problem.usage(least).violation(problem.limits):
+        return None
+    shed = unforbid(problem, least, index, deadline=ends)
+    return tuple(descend(problem, shed, index, deadline=ends)) if problem.valid(tuple(shed)) else None
+
+
+def key(problem: Problem, choice) -> tuple[int, int, int]:
+    """(forbidden picks, bytes over the limits, exchange): the order of the rounds' choices."""
+    return problem.forbidden_in(choice), problem.usage(choice).violation(problem.limits), problem.exchange_of(choice)
+
+
+def repaired(problem: Problem, choice, index: GroupRows, repair: Callable[..., list[int]] | None = None,
+             repair_seconds: float = REPAIR_SECONDS) -> tuple[int, ...]:
+    """`choice` moved within the limits where a few moves can (`relieve`, then `unforbid`, then `repair` for
+    `repair_seconds` if given and still over with no forbidden pick), then descended."""
+    ends = time.perf_counter() + REPAIR_SECONDS
+    if problem.usage(choice).violation(problem.limits):
+        choice = unforbid(problem, relieve(problem, choice, index, deadline=ends), index, deadline=ends)
+    over = problem.usage(choice).violation(problem.limits)
+    if repair is not None and over and not problem.forbidden_in(tuple(choice)):
+        choice = repair(list(choice), deadline=time.perf_counter() + repair_seconds)
+    return tuple(descend(problem, choice, index, deadline=time.perf_counter() + REPAIR_SECONDS))
+
+
+class _Best:
+    """The best choice offered so far (`key`), and who hears of the first valid one."""
+
+    def __init__(self, problem: Problem, on_valid: Callable[[tuple[int, ...]], None] | None) -> None:
+        self.problem, self.on_valid = problem, on_valid
+        self.key: tuple[int, int, int] | None = None
+        self.choice: tuple[int, ...] | None = None
+
+    def offer(self, choice: tuple[int, ...]) -> None:
+        found = key(self.problem, choice)
+        if self.key is not None and found >= self.key:
+            return
+        if self.on_valid is not None and found[:2] == (0, 0) and (self.key is None or self.key[:2] != (0, 0)):
+            self.on_valid(choice)
+        self.key, self.choice = found, choice
+
+
+def _round(problem: Problem, network: Network, weights: Weights, spread: list[np.ndarray], seconds: int, seed: int,
+           first: bool) -> tuple[int, ...] | None:
+    """toulbar2's choice at the weights (the first round's at SAFE_SCALE times them: its brackets are kept, and the
+    next round is at the weights again), the weights stepped by the groups it breaks."""
+    start = weights.now
+    weights.now = start * SAFE_SCALE if first else start
+    found = network.solved([w * s for w, s in zip(weights.now.tolist(), spread)], seconds, seed)
+    if found is not None:
+        weights.step(broken_groups(problem, found))
+    if first or found is None:
+        weights.now = start
+    return found
+
+
+def penalised(problem: Problem, deadline: float, seed: int = 0,
+              on_valid: Callable[[tuple[int, ...]], None] | None = None,
+              repair: Callable[..., list[int]] | None = None, rounds: int | None = None) -> tuple[int, ...] | None:
+    """The best choice (`key`) of the rounds that fit before `deadline` (a `time.perf_counter` value), each
+    repaired (`repaired`; `repair(choice, deadline=...)` as `lagrange.lagrangian` takes it); None when no round found
+    one. `on_valid` hears of the first valid one; `rounds`: at most so many. Where the first round finds nothing, the
+    shed least bytes (`shed_least_bytes`) are the first valid choice."""
+    index, network, spread = group_rows(problem), Network(problem), spreads(problem)
+    weights = Weights(np.where([s.max() > 0 for s in spread], first_weight(problem, spread), 0.0))
+    best, overhead = _Best(problem, on_valid), 0.0
+    for round_ in range(10**9 if rounds is None else rounds):
+        began = time.perf_counter()
+        seconds = min(ROUND_SECONDS if round_ else FIRST_SECONDS, deadline - began - overhead)
+        if seconds < 1:
+            break
+        found = _round(problem, network, weights, spread, int(seconds), seed + round_, first=round_ == 0)
+        if found is None:  # nothing within its time (IOPDDL S's first 3 s): the next round has more
+            if round_ == 0 and (early := shed_least_bytes(problem, index, deadline)) is not None:
+                best.offer(early)
+            continue
+        best.offer(repaired(problem, found, index, repair, max(REPAIR_SECONDS, min(REPAIR_SHARE * (deadline - began),
+                                                                                     REPAIR_MOST))))
+        overhead = max(time.perf_counter() - began - int(seconds), 0.0)  # a round's time beside toulbar2's own
+    return best.choice

@@ -1,0 +1,92 @@
+"""The penalised start (`solvers.wcsp`): its weights' brackets, its prices, and its place in the core's start."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_iopddl import brute_force, document, random_instance
+
+from ipuplan.solvers import cpsat, wcsp
+from ipuplan.solvers.wcsp import UP, Weights, broken_groups, key, penalised, spreads
+from ipuplan.workbench.iopddl import evaluate, instance_of, problem_of, solve_instance
+
+
+def test_a_weight_rises_until_broken_falls_until_whole_and_then_halves_its_bracket():
+    weights = Weights(np.array([1.0, 1.0, 0.0]))
+    weights.step(np.array([True, False, False]))
+    assert weights.now.tolist() == [UP, 0.8, 0.0]  # open above: up; open below: down; no spread: never priced
+    weights.step(np.array([False, True, False]))
+    assert weights.now[0] == pytest.approx(np.sqrt(1.0 * UP))  # broken at 1, whole at UP: the geometric middle
+    assert weights.now[1] == pytest.approx(np.sqrt(0.8 * 1.0))
+    middle = weights.now[0]
+    weights.step(np.array([True, False, False]))
+    assert weights.broken_at[0] == middle and weights.whole_at[0] == UP
+    assert middle < weights.now[0] < UP
+
+
+def test_a_bracket_the_other_groups_made_wrong_opens_on_its_wrong_side():
+    weights = Weights(np.array([1.0]))
+    weights.step(np.array([False]))  # whole at 1
+    weights.now = np.array([1.0])
+    weights.step(np.array([True]))  # broken at 1 after all: whole only above
+    assert weights.whole_at[0] == UP and weights.broken_at[0] == 1.0
+
+
+LIMITED = document([(0, 2), (1, 3), (3, 4)], [(0, 5, 1), (0, 0), (0,)], [(5, 2, 9), (4, 1), (3,)], limit=7)
+
+
+def test_the_spread_is_each_candidate_s_bytes_above_the_group_s_least():
+    problem = problem_of(instance_of(LIMITED))
+    assert [s.tolist() for s in spreads(problem)] == [[3, 0, 7], [3, 0], [0]]
+
+
+def test_the_broken_groups_are_those_live_at_a_row_over_the_limit():
+    instance = instance_of(LIMITED)
+    problem = problem_of(instance)
+    assert broken_groups(problem, (0, 0, 0)).tolist() == [True, True, False]  # 5 + 4 at time 1
+    assert broken_groups(problem, (1, 0, 0)).tolist() == [False, False, False]
+    assert evaluate(instance, (1, 0, 0)).valid and not evaluate(instance, (0, 0, 0)).valid
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_penalised_start_is_valid_where_a_solution_is(seed):
+    instance = random_instance(seed, nodes=6)
+    problem = problem_of(instance)
+    best = brute_force(instance)
+    found = penalised(problem, deadline=float("inf"), rounds=4)
+    if best is None:  # none is valid: at most a choice over the limit or with a forbidden pick
+        assert found is None or not problem.valid(found)
+        return
+    assert found is not None and key(problem, found)[:2] == (0, 0) and evaluate(instance, found).valid
+    assert evaluate(instance, found).cost >= best[0]
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_where_the_whole_model_does_not_fit_the_run_starts_from_the_penalised_network(monkeypatch, seed):
+    instance = next(random_instance(s, nodes=6) for s in range(seed, 100) if brute_force(random_instance(s, nodes=6)))
+    calls = []
+    monkeypatch.setattr(cpsat, "whole_model_fits", lambda problem: False)
+    monkeypatch.setattr(wcsp, "penalised", lambda *a, **k: calls.append(1) or penalised(*a, **k, rounds=3))
+    run = solve_instance(instance, 3.0, workers=1)
+    assert calls and run.solved and run.evaluation.cost == brute_force(instance)[0]
+
+
+def test_without_toulbar2_the_lagrangian_start_serves_alone(monkeypatch):
+    instance = next(random_instance(s, nodes=6) for s in range(100) if brute_force(random_instance(s, nodes=6)))
+    monkeypatch.setattr(cpsat, "whole_model_fits", lambda problem: False)
+    monkeypatch.setattr(wcsp, "available", lambda: False)
+    monkeypatch.setattr(wcsp, "penalised", lambda *a, **k: pytest.fail("toulbar2 called where it is not installed"))
+    run = solve_instance(instance, 3.0, workers=1)
+    assert run.solved and run.evaluation.cost == brute_force(instance)[0]
+
+
+def test_a_large_run_without_toulbar2_says_so_once(monkeypatch):
+    from ipuplan.workbench import iopddl
+
+    instance = next(random_instance(s, nodes=6) for s in range(100) if brute_force(random_instance(s, nodes=6)))
+    monkeypatch.setattr(iopddl, "whole_model_fits", lambda problem: False)
+    monkeypatch.setattr(wcsp, "available", lambda: False)
+    heard = []
+    solve_instance(instance, 2.0, workers=1, on_phase=lambda name, detail: heard.append((name, detail)))
+    notes = [detail for name, detail in heard if name == "note"]
+    assert len(notes) == 1 and "ipuplan[toulbar2]" in notes[0]

@@ -48,12 +48,12 @@ def test_the_broken_groups_are_those_live_at_a_row_over_the_limit():
     assert evaluate(instance, (1, 0, 0)).valid and not evaluate(instance, (0, 0, 0)).valid
 
 
-@pytest.mark.parametrize("seed", range(20))
-def test_the_penalised_start_is_valid_where_a_solution_is(seed):
+@pytest.mark.parametrize("seed, processes", [(seed, 1) for seed in range(20)] + [(seed, 2) for seed in range(4)])
+def test_the_penalised_start_is_valid_where_a_solution_is(seed, processes):
     instance = random_instance(seed, nodes=6)
     problem = problem_of(instance)
     best = brute_force(instance)
-    found = penalised(problem, deadline=float("inf"), rounds=4)
+    found = penalised(problem, deadline=float("inf"), rounds=4, processes=processes)
     if best is None:  # none is valid: at most a choice over the limit or with a forbidden pick
         assert found is None or not problem.valid(found)
         return

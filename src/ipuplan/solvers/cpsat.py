@@ -447,7 +447,7 @@ def searched_start(problem: Problem, settings: SolverSettings | None,
                                                             repair_part=partial(repair_part, settings=settings))
     if repair is not None and deadline is not None and wcsp.available():
         ends = time.perf_counter() + settings.wall(part("penalised start", settings.time_limit))
-        found = wcsp.penalised(problem, ends, seed=seed, on_valid=on_valid, repair=repair)
+        found = wcsp.penalised(problem, ends, seed=seed, on_valid=on_valid, repair=repair, processes=settings.workers)
         if found is not None and problem.valid(found):
             return found
     for begin in sorted(begins, key=lambda choice: (problem.usage(choice).violation(problem.limits) > 0,

@@ -15,8 +15,10 @@ Optional: `available()` says whether toulbar2 is installed; without it the Lagra
 
 from __future__ import annotations
 
+import multiprocessing
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
@@ -35,6 +37,8 @@ SAFE_SCALE, FIRST_SECONDS = 16.0, 3
 """The first round: every weight SAFE_SCALE times the first, for FIRST_SECONDS, so that a valid choice is known
 early (IOPDDL K at 30 times a price that worked: valid at 4.75 G, a tenth of its timeout in)."""
 UP, DOWN = 2.0, 1.25
+LEVELS = (2 ** -0.5, 2 ** 0.5)
+"""With two processes, each round solves at these times the weights: each bracket learns at two weights."""
 """A weight's factor while its bracket is open above (broken at every weight tried) or below (never broken)."""
 SHED_SHARE = 0.1
 """Of the time left, the most `shed_least_bytes` takes."""
@@ -63,15 +67,23 @@ class Weights:
         self.whole_at = np.full(len(start), np.inf)
 
     def step(self, broken: np.ndarray) -> None:
-        now = self.now
+        """Learn from a choice at the weights now, and move them."""
+        self.learn(broken, self.now)
+        self.move()
+
+    def learn(self, broken: np.ndarray, at: np.ndarray) -> None:
+        """The brackets after a choice made at weights `at` broke the `broken` groups."""
         # a bracket that the other groups' moves made wrong opens again on its wrong side
-        self.whole_at = np.where(broken & (now >= self.whole_at), now * UP, self.whole_at)
-        self.broken_at = np.where(~broken & (now <= self.broken_at), now / DOWN, self.broken_at)
-        self.broken_at = np.where(broken, np.maximum(self.broken_at, now), self.broken_at)
-        self.whole_at = np.where(broken, self.whole_at, np.minimum(self.whole_at, now))
+        self.whole_at = np.where(broken & (at >= self.whole_at), at * UP, self.whole_at)
+        self.broken_at = np.where(~broken & (at <= self.broken_at), at / DOWN, self.broken_at)
+        self.broken_at = np.where(broken, np.maximum(self.broken_at, at), self.broken_at)
+        self.whole_at = np.where(broken, self.whole_at, np.minimum(self.whole_at, at))
+
+    def move(self) -> None:
+        """Each weight to the geometric middle of its bracket, or beyond its open end."""
         closed = np.isfinite(self.whole_at) & (self.broken_at > 0)
         middle = np.sqrt(self.broken_at * np.where(closed, self.whole_at, 1.0))
-        self.now = np.where(closed, middle, np.where(np.isfinite(self.whole_at), now / DOWN, now * UP))
+        self.now = np.where(closed, middle, np.where(np.isfinite(self.whole_at), self.now / DOWN, self.now * UP))
 
 
 def spreads(problem: Problem) -> list[np.ndarray]:
@@ -138,6 +150,38 @@ class Network:
         return None if not found else tuple(int(c) for c in found[0])
 
 
+_NETWORK: Network | None = None
+"""The network forked workers solve: set before they are forked, so that it is never pickled."""
+
+
+def _solved_in_worker(penalty: list[np.ndarray], seconds: int, seed: int) -> tuple[int, ...] | None:
+    return _NETWORK.solved(penalty, seconds, seed)
+
+
+class Solvers:
+    """toulbar2 (one thread) on one network, as many solves at a time as `processes`: in forked workers when more than
+    one, so that a round uses every core the run has."""
+
+    def __init__(self, network: Network, processes: int) -> None:
+        global _NETWORK
+        self.network, self.pool = network, None
+        if processes > 1:
+            _NETWORK = network
+            self.pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"))
+
+    def solved(self, penalties: list[list[np.ndarray]], seconds: int, seed: int) -> list[tuple[int, ...] | None]:
+        seeds = [seed + k for k in range(len(penalties))]
+        if self.pool is None:
+            return [self.network.solved(penalty, seconds, s) for penalty, s in zip(penalties, seeds)]
+        return list(self.pool.map(_solved_in_worker, penalties, [seconds] * len(penalties), seeds))
+
+    def close(self) -> None:
+        global _NETWORK
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+        _NETWORK = None
+
+
 def shed_least_bytes(problem: Problem, index: GroupRows, deadline: float) -> tuple[int, ...] | None:
     """Each group's least bytes, its forbidden picks shed (`unforbid`) and descended, where that is valid (IOPDDL S:
     toulbar2 finds nothing in the first round's seconds; the shed least bytes are valid 3 s later); None where not.
@@ -185,41 +229,53 @@ class _Best:
         self.key, self.choice = found, choice
 
 
-def _round(problem: Problem, network: Network, weights: Weights, spread: list[np.ndarray], seconds: int, seed: int,
-           first: bool) -> tuple[int, ...] | None:
-    """toulbar2's choice at the weights (the first round's at SAFE_SCALE times them: its brackets are kept, and the
-    next round is at the weights again), the weights stepped by the groups it breaks."""
-    start = weights.now
-    weights.now = start * SAFE_SCALE if first else start
-    found = network.solved([w * s for w, s in zip(weights.now.tolist(), spread)], seconds, seed)
-    if found is not None:
-        weights.step(broken_groups(problem, found))
-    if first or found is None:
-        weights.now = start
-    return found
+def _round(problem: Problem, solvers: Solvers, weights: Weights, spread: list[np.ndarray], levels: tuple[float, ...],
+           seconds: int, seed: int) -> list[tuple[int, ...]]:
+    """toulbar2's choices at the weights times each of `levels` (one solve each, at once), the weights' brackets
+    learnt from each; the weights are not moved."""
+    at = [weights.now * level for level in levels]
+    found = solvers.solved([[w * s for w, s in zip(weighted.tolist(), spread)] for weighted in at], seconds, seed)
+    for choice, weighted in zip(found, at):
+        if choice is not None:
+            weights.learn(broken_groups(problem, choice), weighted)
+    return [choice for choice in found if choice is not None]
 
 
 def penalised(problem: Problem, deadline: float, seed: int = 0,
               on_valid: Callable[[tuple[int, ...]], None] | None = None,
-              repair: Callable[..., list[int]] | None = None, rounds: int | None = None) -> tuple[int, ...] | None:
+              repair: Callable[..., list[int]] | None = None, rounds: int | None = None,
+              processes: int = 1) -> tuple[int, ...] | None:
     """The best choice (`key`) of the rounds that fit before `deadline` (a `time.perf_counter` value), each
     repaired (`repaired`; `repair(choice, deadline=...)` as `lagrange.lagrangian` takes it); None when no round found
-    one. `on_valid` hears of the first valid one; `rounds`: at most so many. Where the first round finds nothing, the
-    shed least bytes (`shed_least_bytes`) are the first valid choice."""
+    one. `on_valid` hears of the first valid one; `rounds`: at most so many; `processes`: toulbar2's solves at once
+    (each round at as many levels of the weights, LEVELS). Where the first round finds nothing, the shed least bytes
+    (`shed_least_bytes`) are the first valid choice. toulbar2 counts its limit in CPU seconds: a round's limit is the
+    time left over the last round's wall seconds per second asked (a busy machine stretches it)."""
     index, network, spread = group_rows(problem), Network(problem), spreads(problem)
     weights = Weights(np.where([s.max() > 0 for s in spread], first_weight(problem, spread), 0.0))
-    best, overhead = _Best(problem, on_valid), 0.0
-    for round_ in range(10**9 if rounds is None else rounds):
-        began = time.perf_counter()
-        seconds = min(ROUND_SECONDS if round_ else FIRST_SECONDS, deadline - began - overhead)
-        if seconds < 1:
-            break
-        found = _round(problem, network, weights, spread, int(seconds), seed + round_, first=round_ == 0)
-        if found is None:  # nothing within its time (IOPDDL S's first 3 s): the next round has more
-            if round_ == 0 and (early := shed_least_bytes(problem, index, deadline)) is not None:
-                best.offer(early)
-            continue
-        best.offer(repaired(problem, found, index, repair, max(REPAIR_SECONDS, min(REPAIR_SHARE * (deadline - began),
-                                                                                     REPAIR_MOST))))
-        overhead = max(time.perf_counter() - began - int(seconds), 0.0)  # a round's time beside toulbar2's own
+    best, overhead, stretch = _Best(problem, on_valid), 0.0, 1.0
+    solvers = Solvers(network, min(processes, len(LEVELS)))
+    levels = LEVELS if solvers.pool is not None else (1.0,)
+    try:
+        for round_ in range(10**9 if rounds is None else rounds):
+            began = time.perf_counter()
+            seconds = int(min(ROUND_SECONDS if round_ else FIRST_SECONDS, (deadline - began - overhead) / stretch))
+            if seconds < 1:
+                break
+            found = _round(problem, solvers, weights, spread, (SAFE_SCALE,) if round_ == 0 else levels, seconds,
+                           seed + 10 * round_)
+            stretch = max((time.perf_counter() - began) / seconds, 1.0)
+            if round_ > 0:  # the first round's brackets are kept, the search begins at the first weights
+                weights.move()
+            if not found and round_ == 0 and (early := shed_least_bytes(problem, index, deadline)) is not None:
+                best.offer(early)  # nothing within its time (IOPDDL S's first 3 s): the next round has more
+            for choice in found:
+                best.offer(repaired(problem, choice, index, repair, _repair_seconds(deadline, began)))
+            overhead = max(time.perf_counter() - began - seconds * stretch, 0.0)  # the round's time beside toulbar2's
+    finally:
+        solvers.close()
     return best.choice
+
+
+def _repair_seconds(deadline: float, began: float) -> float:
+    return max(REPAIR_SECONDS, min(REPAIR_SHARE * (deadline - began), REPAIR_MOST))

@@ -5,8 +5,9 @@ The IOPDDL contest's winning solver works so (ti2-group, "Soft constraints, stro
 constraint but a price on each group's bytes above its least, `weight[g] * spread[g][c]`, and a solver of pairwise
 costs alone (no rows) takes the whole problem at once, which lets thousands of groups move together (a parameter
 replicated, its gathers gone, and room made for it elsewhere): what our moves of a few groups at a time do not find
-(IOPDDL K: our neighbourhood search stays at 4.7-5.1 G, this start reaches 2.5 G). Each round solves with the
-weights so far, repairs its choice (`lagrange.relieve`, `unforbid`, `descend`: over the limits by a little, moved
+(IOPDDL K: our neighbourhood search stays at 4.7-5.1 G, this start and the search after it reach 2.3-2.4 G). Each
+round solves at the weights so far (with two processes, at two levels of them at once, `Solvers`), repairs its
+choices (`lagrange.relieve`, `unforbid`, the neighbourhoods' repair, `descend`: over the limits by a little, moved
 within them), keeps the best, and moves each weight within a bracket: up where the group is live at a row over a
 limit (it was "broken" at that weight), down where it is not, halfway (geometrically) once both are known.
 
@@ -26,9 +27,10 @@ from ipuplan.model.problem import FORBIDDEN, Problem
 from ipuplan.solvers.construct import GroupRows
 from ipuplan.solvers.lagrange import descend, group_rows, least_bytes, relieve, unforbid
 
-ROUND_SECONDS = 10
-"""toulbar2's time per round (whole seconds): IOPDDL K's rounds take 10 s to reach a choice within 1% of what 20 s
-do, and the weights need several rounds to settle."""
+ROUND_SECONDS = 6
+"""toulbar2's CPU seconds per round (whole seconds): more rounds let the weights settle, fewer seconds make each round's
+choice worse. Measured alone, one run each, two processes: IOPDDL K 2.33 G at 6 s, 2.39 G at 10 s; S 1.60 G at
+either."""
 TOP = 10**15
 """toulbar2's forbidden cost: above any sum of the contest's finite costs (int64 either way)."""
 FIRST_WEIGHT = 0.25

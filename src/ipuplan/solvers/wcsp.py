@@ -185,9 +185,9 @@ class Solvers:
 
 
 def shed_least_bytes(problem: Problem, index: GroupRows, deadline: float) -> tuple[int, ...] | None:
-    """Each group's least bytes, its forbidden picks shed (`unforbid`) and descended, where that is valid (IOPDDL S:
-    toulbar2 finds nothing in the first round's seconds; the shed least bytes are valid 3 s later); None where not.
-    At most SHED_SHARE of the time left."""
+    """Each group's least bytes, its forbidden picks shed (`unforbid`) and descended, where that is valid (IOPDDL K, M,
+    S: valid in 1.4-2.7 s, far from the best; toulbar2 finds nothing in S's first round); None where not. At most
+    SHED_SHARE of the time left."""
     ends = time.perf_counter() + SHED_SHARE * max(deadline - time.perf_counter(), 0.0)
     least = least_bytes(problem)
     if problem.usage(least).violation(problem.limits):
@@ -250,12 +250,14 @@ def penalised(problem: Problem, deadline: float, seed: int = 0,
     """The best choice (`key`) of the rounds that fit before `deadline` (a `time.perf_counter` value), each
     repaired (`repaired`; `repair(choice, deadline=...)` as `lagrange.lagrangian` takes it); None when no round found
     one. `on_valid` hears of the first valid one; `rounds`: at most so many; `processes`: toulbar2's solves at once
-    (each round at as many levels of the weights, LEVELS). Where the first round finds nothing, the shed least bytes
-    (`shed_least_bytes`) are the first valid choice. toulbar2 counts its limit in CPU seconds: a round's limit is the
+    (each round at as many levels of the weights, LEVELS). The shed least bytes (`shed_least_bytes`) come first: the
+    first valid choice early. toulbar2 counts its limit in CPU seconds: a round's limit is the
     time left over the last round's wall seconds per second asked (a busy machine stretches it)."""
     index, network, spread = group_rows(problem), Network(problem), spreads(problem)
     weights = Weights(np.where([s.max() > 0 for s in spread], first_weight(problem, spread), 0.0))
     best, overhead, stretch = _Best(problem, on_valid), 0.0, 1.0
+    if (early := shed_least_bytes(problem, index, deadline)) is not None:
+        best.offer(early)  # valid in 1.4-2.7 s on IOPDDL K, M, S, where the first round's took 6.4 s (S: none)
     solvers = Solvers(network, min(processes, len(LEVELS)))
     levels = LEVELS if solvers.pool is not None else (1.0,)
     try:
@@ -269,8 +271,6 @@ def penalised(problem: Problem, deadline: float, seed: int = 0,
             stretch = max((time.perf_counter() - began) / seconds, 1.0)
             if round_ > 0:  # the first round's brackets are kept, the search begins at the first weights
                 weights.move()
-            if not found and round_ == 0 and (early := shed_least_bytes(problem, index, deadline)) is not None:
-                best.offer(early)  # nothing within its time (IOPDDL S's first 3 s): the next round has more
             for choice in found:
                 best.offer(repaired(problem, choice, index, repair, _repair_seconds(deadline, began)))
             overhead = max(time.perf_counter() - began - seconds * stretch, 0.0)  # the round's time beside toulbar2's

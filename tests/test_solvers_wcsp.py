@@ -7,7 +7,8 @@ import pytest
 from test_iopddl import brute_force, document, random_instance
 
 from ipuplan.solvers import cpsat, wcsp
-from ipuplan.solvers.wcsp import UP, Weights, broken_groups, key, penalised, spreads
+from ipuplan.solvers.lagrange import choice_key
+from ipuplan.solvers.wcsp import UP, Weights, broken_groups, penalised, spreads
 from ipuplan.workbench.iopddl import evaluate, instance_of, problem_of, solve_instance
 
 
@@ -58,7 +59,7 @@ def test_the_penalised_rounds_are_valid_where_a_solution_is(monkeypatch, seed, p
     if best is None:  # none is valid: at most a choice over the limit or with a forbidden pick
         assert found is None or not problem.valid(found)
         return
-    assert found is not None and key(problem, found)[:2] == (0, 0) and evaluate(instance, found).valid
+    assert found is not None and choice_key(problem, found)[:2] == (0, 0) and evaluate(instance, found).valid
     assert evaluate(instance, found).cost >= best[0]
 
 

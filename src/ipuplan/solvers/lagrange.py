@@ -383,8 +383,8 @@ class RowPrices:
 
 
 def _worth_repairing(key: tuple[int, int, int], best: tuple[int, int, int]) -> bool:
-    """Whether a round's choice (its `_key`) is over the limits with no forbidden pick, where the best is not valid or
-    dearer."""
+    """Whether a round's choice (its `choice_key`) is over the limits with no forbidden pick, where the best is not
+    valid or dearer."""
     return key[0] == 0 and key[1] > 0 and (best[:2] != (0, 0) or key[2] < best[2])
 
 
@@ -396,11 +396,12 @@ def _repaired(problem: Problem, found: list[int], key: tuple[int, int, int], rep
     valid = problem.valid(tuple(fixed))
     if valid:
         fixed = descend(problem, fixed, index, deadline=deadline)
-    better = min((found, key), (fixed, _key(problem, fixed)), key=lambda pair: pair[1])
+    better = min((found, key), (fixed, choice_key(problem, fixed)), key=lambda pair: pair[1])
     return better[0], better[1], valid
 
 
-def _key(problem: Problem, choice) -> tuple[int, int, int]:
+def choice_key(problem: Problem, choice) -> tuple[int, int, int]:
+    """(forbidden picks, bytes over the limits, exchange): the order of the starts' choices (`wcsp`'s too)."""
     return problem.forbidden_in(choice), problem.usage(choice).violation(problem.limits), problem.exchange_of(choice)
 
 
@@ -435,9 +436,10 @@ _SHARED: list = []
 
 
 def _gained(key: tuple, best: tuple) -> bool:
-    """Whether a round's choice (its `_key`) is valid and takes at least ROUND_GAIN off a valid `best`, or improves
-    an invalid one at all. A round over the limits whose repair failed is not stale while repairs go on (IOPDDL K's
-    rounds: most are over, and the ones repaired take 30% off), but is once they stopped (S: 60 s of such rounds)."""
+    """Whether a round's choice (its `choice_key`) is valid and takes at least ROUND_GAIN off a valid `best`, or
+    improves an invalid one at all. A round over the limits whose repair failed is not stale while repairs go on
+    (IOPDDL K's rounds: most are over, and the ones repaired take 30% off), but is once they stopped (S: 60 s of such
+    rounds)."""
     if best[:2] != (0, 0):
         return key < best
     return key[:2] == (0, 0) and key[2] <= best[2] * (1 - ROUND_GAIN)
@@ -461,16 +463,16 @@ def lagrangian(problem: Problem, start, index: GroupRows | None = None, rounds: 
     index = group_rows(problem) if index is None else index
     incident, prices = index.pairing.incident, RowPrices(problem)
     random = np.random.default_rng(seed)
-    best = (_key(problem, start), list(start))
+    best = (choice_key(problem, start), list(start))
     if best[0][0] and not best[0][1]:  # forbidden picks within the limits (IOPDDL M's, K's least bytes): shed them
         shed = unforbid(problem, start, index, deadline=_part_left(deadline, SHED_SHARE))  # first, kept only when
         if not problem.forbidden_in(tuple(shed)):  # that makes it valid (A's are shed in part, and its cheapest is
-            best = (_key(problem, shed), shed)  # valid after the first round from the start itself)
+            best = (choice_key(problem, shed), shed)  # valid after the first round from the start itself)
     if best[0][:2] == (0, 0):  # valid: improved at once, still valid. Not one with forbidden picks: its descent
         # tightens the rows around them (IOPDDL A's cheapest: 12,422 picks to 594, the rows then full), the rounds fix
         # them from the start itself (from A's cheapest, the first round is valid)
         first = descend(problem, best[1], index, deadline=deadline)
-        best = (_key(problem, first), first)
+        best = (choice_key(problem, first), first)
     if on_valid is not None and best[0][:2] == (0, 0):
         on_valid(tuple(best[1]))
     scale, failed, unaided, stale = 1.0, 0, False, 0
@@ -482,7 +484,7 @@ def lagrangian(problem: Problem, start, index: GroupRows | None = None, rounds: 
         tree = [c if free else b for c, free, b in zip(tree, taken.tolist(), best[1])]
         relieved = relieve(problem, tree, index, deadline=_part_left(deadline, RELIEF_SHARE))
         found = descend(problem, unforbid(problem, relieved, index, deadline=deadline), index, deadline=deadline)
-        key = _key(problem, found)
+        key = choice_key(problem, found)
         unaided = unaided or key[:2] == (0, 0)
         if repair is not None and not unaided and failed < REPAIR_TRIES and _worth_repairing(key, best[0]):
             found, key, fixed = _repaired(problem, found, key, repair, index, deadline)
@@ -503,7 +505,7 @@ def lagrangian(problem: Problem, start, index: GroupRows | None = None, rounds: 
         prices.step(problem, tree, gap)
     if best[0][:2] != (0, 0):  # still invalid: its descent, last, may still shed forbidden picks
         last = descend(problem, best[1], index, deadline=deadline)
-        best = min(best, (_key(problem, last), last))
+        best = min(best, (choice_key(problem, last), last))
         if on_valid is not None and best[0][:2] == (0, 0):
             on_valid(tuple(best[1]))
     return tuple(best[1])

@@ -26,7 +26,7 @@ import numpy as np
 
 from ipuplan.model.problem import FORBIDDEN, Problem
 from ipuplan.solvers.construct import GroupRows
-from ipuplan.solvers.lagrange import descend, group_rows, least_bytes, relieve, unforbid
+from ipuplan.solvers.lagrange import choice_key, descend, group_rows, least_bytes, relieve, unforbid
 
 ROUND_SECONDS = 6
 """toulbar2's CPU seconds per round (whole seconds): more rounds let the weights settle, fewer seconds make each round's
@@ -123,10 +123,8 @@ def first_weight(problem: Problem, spread: list[np.ndarray]) -> float:
 
 def broken_groups(problem: Problem, choice) -> np.ndarray:
     """Per group, whether it is live at a row over a limit under `choice`."""
-    usage, table = problem.usage(choice), problem.table
-    over = np.zeros(len(problem.rows), dtype=bool)
-    for limit in problem.limits:
-        over |= limit.standard * usage.standard + limit.interleaved * usage.interleaved > limit.bytes
+    table = problem.table
+    over = problem.usage(choice).excess(problem.limits) > 0
     counted = np.concatenate([[0], np.cumsum(over)])
     found = np.zeros(problem.groups, dtype=bool)
     found[table.group[table.span_term[counted[table.span_end] > counted[table.span_first]]]] = True
@@ -209,11 +207,6 @@ def shed_least_bytes(problem: Problem, index: GroupRows, deadline: float) -> tup
     return tuple(descend(problem, shed, index, deadline=ends)) if problem.valid(tuple(shed)) else None
 
 
-def key(problem: Problem, choice) -> tuple[int, int, int]:
-    """(forbidden picks, bytes over the limits, exchange): the order of the rounds' choices."""
-    return problem.forbidden_in(choice), problem.usage(choice).violation(problem.limits), problem.exchange_of(choice)
-
-
 def repaired(problem: Problem, choice, index: GroupRows, deadline: float,
              repair: Callable[..., list[int]] | None = None, repair_seconds: float = REPAIR_SECONDS) -> tuple[int, ...]:
     """`choice` moved within the limits where a few moves can (`relieve`, then `unforbid`, then `repair` for
@@ -231,7 +224,7 @@ def repaired(problem: Problem, choice, index: GroupRows, deadline: float,
 
 
 class _Best:
-    """The best choice offered so far (`key`), and who hears of the first valid one."""
+    """The best choice offered so far (`choice_key`), and who hears of the first valid one."""
 
     def __init__(self, problem: Problem, on_valid: Callable[[tuple[int, ...]], None] | None) -> None:
         self.problem, self.on_valid = problem, on_valid
@@ -239,7 +232,7 @@ class _Best:
         self.choice: tuple[int, ...] | None = None
 
     def offer(self, choice: tuple[int, ...]) -> None:
-        found = key(self.problem, choice)
+        found = choice_key(self.problem, choice)
         if self.key is not None and found >= self.key:
             return
         if self.on_valid is not None and found[:2] == (0, 0) and (self.key is None or self.key[:2] != (0, 0)):
@@ -263,7 +256,7 @@ def penalised(problem: Problem, deadline: float, seed: int = 0,
               on_valid: Callable[[tuple[int, ...]], None] | None = None,
               repair: Callable[..., list[int]] | None = None, rounds: int | None = None,
               processes: int = 1) -> tuple[int, ...] | None:
-    """The best choice (`key`) of the rounds that fit before `deadline` (a `time.perf_counter` value), each
+    """The best choice (`choice_key`) of the rounds that fit before `deadline` (a `time.perf_counter` value), each
     repaired (`repaired`; `repair(choice, deadline=...)` as `lagrange.lagrangian` takes it); None when no round found
     one. `on_valid` hears of the first valid one; `rounds`: at most so many; `processes`: toulbar2's solves at once
     (each round at as many levels of the weights, LEVELS). The shed least bytes (`shed_least_bytes`) come first: the

@@ -12,24 +12,30 @@ from ipuplan.solvers.wcsp import UP, Weights, broken_groups, penalised, spreads
 from ipuplan.workbench.iopddl import evaluate, instance_of, problem_of, solve_instance
 
 
+def stepped(weights: Weights, broken: np.ndarray) -> None:
+    """One round at the weights now: what it broke learnt, the weights moved."""
+    weights.learn(broken, weights.now)
+    weights.move()
+
+
 def test_a_weight_rises_until_broken_falls_until_whole_and_then_halves_its_bracket():
     weights = Weights(np.array([1.0, 1.0, 0.0]))
-    weights.step(np.array([True, False, False]))
+    stepped(weights, np.array([True, False, False]))
     assert weights.now.tolist() == [UP, 0.8, 0.0]  # open above: up; open below: down; no spread: never priced
-    weights.step(np.array([False, True, False]))
+    stepped(weights, np.array([False, True, False]))
     assert weights.now[0] == pytest.approx(np.sqrt(1.0 * UP))  # broken at 1, whole at UP: the geometric middle
     assert weights.now[1] == pytest.approx(np.sqrt(0.8 * 1.0))
     middle = weights.now[0]
-    weights.step(np.array([True, False, False]))
+    stepped(weights, np.array([True, False, False]))
     assert weights.broken_at[0] == middle and weights.whole_at[0] == UP
     assert middle < weights.now[0] < UP
 
 
 def test_a_bracket_the_other_groups_made_wrong_opens_on_its_wrong_side():
     weights = Weights(np.array([1.0]))
-    weights.step(np.array([False]))  # whole at 1
+    stepped(weights, np.array([False]))  # whole at 1
     weights.now = np.array([1.0])
-    weights.step(np.array([True]))  # broken at 1 after all: whole only above
+    stepped(weights, np.array([True]))  # broken at 1 after all: whole only above
     assert weights.whole_at[0] == UP and weights.broken_at[0] == 1.0
 
 
@@ -97,6 +103,6 @@ def test_a_large_run_without_toulbar2_says_so_once(monkeypatch):
 def test_a_weight_broken_at_every_try_stops_at_its_most():
     weights = Weights(np.array([1.0]))
     for _ in range(40):
-        weights.step(np.array([True]))
+        stepped(weights, np.array([True]))
     assert weights.now[0] == wcsp.MOST
 

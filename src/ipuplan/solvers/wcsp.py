@@ -73,11 +73,6 @@ class Weights:
         self.broken_at = np.zeros(len(start))
         self.whole_at = np.full(len(start), np.inf)
 
-    def step(self, broken: np.ndarray) -> None:
-        """Learn from a choice at the weights now, and move them."""
-        self.learn(broken, self.now)
-        self.move()
-
     def learn(self, broken: np.ndarray, at: np.ndarray) -> None:
         """The brackets after a choice made at weights `at` broke the `broken` groups."""
         # a bracket that the other groups' moves made wrong opens again on its wrong side

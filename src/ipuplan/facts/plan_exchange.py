@@ -195,11 +195,11 @@ def step_bytes(operation: Operation, source_shape: tuple[int, ...], result_shape
             raise TooLarge(f"more than {MAX_ENUMERATED:,} pairs of replicas")
         present = tuple((c >= 0) & (c < size) for c, size in zip(source_coordinates, source_shape))
         present = tuple(mask for mask in present if not mask.all())
-        distances, elements = distance_counts(shape, receiving.terms + tuple(-t for t in sending.terms), present)
+        elements, local = counts_at(shape, receiving.terms + tuple(-t for t in sending.terms), present,
+                                    local_distances(sending.replicas, receiving.replicas))
     except TooLarge as reason:
         return str(reason)
-    wanted = int(elements.sum()) * len(receiving.replicas)
-    return (wanted - held_locally(distances, elements, sending.replicas, receiving.replicas)) * element_size
+    return (elements * len(receiving.replicas) - local) * element_size
 
 
 def correspondence_of(operation: Operation, source_shape: tuple[int, ...], result_shape: tuple[int, ...],
@@ -391,22 +391,61 @@ def replica_offsets(place: Placement) -> np.ndarray:
     return offsets
 
 
-def distance_counts(shape: tuple[int, ...], terms: tuple[Term, ...],
-                    present: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """Per distance (the sum of `terms`: receiving tile less sending tile), how many elements of `shape` are at it.
+def counts_at(shape: tuple[int, ...], terms: tuple[Term, ...], present: tuple[np.ndarray, ...],
+              keys: np.ndarray) -> tuple[int, int]:
+    """The elements of `shape` (those outside a `present` mask not counted), and the sum over `keys` of how many are
+    at that distance (the sum of `terms`: receiving tile less sending tile).
 
-    Elements outside a `present` mask are not counted. Dimensions that a term or mask couples are
-    enumerated together; separate groups are combined per distance (exact: every term is a function of
-    its group alone).
-    """
-    distances, elements = np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.int64)
+    Dimensions that a term or mask couples are enumerated together (`group_counts`); the groups but the one with the
+    most distances are combined per distance, and that one is looked up at each key less each of their distances
+    (exact: every term is a function of its group alone): a step needs a few distances, not all of them
+    (a Convert of 729 x 1152 elements between two 2-axis tilings: 200k combined distances, one key)."""
+    histograms = []
     for group in coupled_dimensions(len(shape), terms + present):
         members = tuple(t for t in terms if varying(t) <= group)
         masks = tuple(m for m in present if varying(m) <= group)
-        group_distances, group_elements = group_counts(shape, group, members, masks)
-        distances, elements = _per_distance(np.add.outer(distances, group_distances).ravel(),
-                                            np.multiply.outer(elements, group_elements).ravel())
-    return distances, elements
+        histograms.append(group_counts(shape, group, members, masks))
+    elements = prod(int(counts.sum()) for _, counts in histograms)
+    widest = max(range(len(histograms)), key=lambda k: len(histograms[k][0]))
+    distances, counts = np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.int64)
+    for k, (group_distances, group_counts_) in enumerate(histograms):
+        if k != widest:
+            distances, counts = _per_distance(np.add.outer(distances, group_distances).ravel(),
+                                              np.multiply.outer(counts, group_counts_).ravel())
+    return elements, _looked_up(distances, counts, *_summed(*histograms[widest]), keys)
+
+
+def _summed(distances: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each distance once, ascending, with its counts summed."""
+    order = np.argsort(distances, kind="stable")
+    ordered = distances[order]
+    starts = np.flatnonzero(np.append(True, ordered[1:] != ordered[:-1]))
+    return ordered[starts], np.add.reduceat(counts[order], starts) if len(starts) else counts[:0]
+
+
+LOOKUPS = 1 << 22
+"""Lookups `_looked_up` makes at once at most."""
+
+
+def _looked_up(distances: np.ndarray, counts: np.ndarray, other: np.ndarray, other_counts: np.ndarray,
+               keys: np.ndarray) -> int:
+    """The sum over `keys` of the pairs of a distance of each list whose sum is that key, each pair counted as the
+    product of its counts (`other`: ascending, each once)."""
+    found = 0
+    step = max(1, LOOKUPS // max(len(distances), 1))
+    for at in range(0, len(keys), step):
+        wanted = keys[at:at + step, None] - distances[None, :]
+        slots = np.minimum(np.searchsorted(other, wanted), len(other) - 1)
+        hit = other[slots] == wanted
+        found += int((counts[None, :] * other_counts[slots] * hit).sum())
+    return found
+
+
+def local_distances(sending: np.ndarray, receiving: np.ndarray) -> np.ndarray:
+    """The distances at which an element is already on its tile, once per (sending, receiving) pair of replicas: a
+    receiving replica r of an element at distance d is local when d + receiving[r] is a sending replica's offset
+    (replica offsets are distinct)."""
+    return (sending[None, :] - receiving[:, None]).ravel()
 
 
 def group_counts(shape: tuple[int, ...], group: frozenset[int], terms: tuple[Term, ...],
@@ -420,12 +459,23 @@ def group_counts(shape: tuple[int, ...], group: frozenset[int], terms: tuple[Ter
     group_shape = tuple(n if d in group else 1 for d, n in enumerate(shape))
     if prod(group_shape) > MAX_ENUMERATED:
         raise TooLarge(f"more than {MAX_ENUMERATED:,} elements coupled by a flat layout or a view")
-    distance, count = np.zeros(group_shape, dtype=np.int64), np.ones(group_shape, dtype=np.int64)
+    distance = np.zeros(group_shape, dtype=np.int64)
     for term in terms:
         distance = distance + (term.array(shape) if isinstance(term, FlatTerm) else term)
-    for mask in present:
-        count = count * mask
-    return _per_distance(distance.ravel(), count.ravel())
+    if present:  # masks are 0 or 1: the elements outside one are left out, not counted as 0
+        distance = distance[np.logical_and.reduce([np.broadcast_to(mask, group_shape) for mask in present])]
+    return _elements_per_distance(distance.ravel())
+
+
+def _elements_per_distance(distances: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each distance of `distances` (an element each) with the elements at it (`_per_distance` of ones, counted in
+    integers: half its time on a view's 840k elements)."""
+    if not len(distances):
+        return distances, np.zeros(0, dtype=np.int64)
+    lowest = int(distances.min())
+    totals = np.bincount(distances - lowest)
+    present = np.flatnonzero(totals)
+    return present + lowest, totals[present]
 
 
 def run_counts(shape: tuple[int, ...], dimensions: tuple[int, ...], terms: tuple[Term, ...],
@@ -497,13 +547,3 @@ def varying(term: Term) -> frozenset[int]:
     """The dimensions along which `term` varies (-1 stands for none: a constant belongs to the first group)."""
     dimensions = term.dimensions if isinstance(term, FlatTerm) else (d for d, n in enumerate(term.shape) if n > 1)
     return frozenset(dimensions) or frozenset({-1})
-
-
-def held_locally(distances: np.ndarray, elements: np.ndarray, sending: np.ndarray, receiving: np.ndarray) -> int:
-    """(element, receiving replica) pairs already on their tile: receiving replica r of an element at distance d
-    is local when d + receiving[r] is some sending replica's offset (replica offsets are distinct)."""
-    unique, position = np.unique(distances, return_inverse=True)
-    per_distance = np.bincount(position, weights=elements)
-    keys = (sending[None, :] - receiving[:, None]).ravel()
-    slots = np.minimum(np.searchsorted(unique, keys), len(unique) - 1)
-    return round(float(per_distance[slots][unique[slots] == keys].sum()))

@@ -106,3 +106,33 @@ def test_a_weight_broken_at_every_try_stops_at_its_most():
         stepped(weights, np.array([True]))
     assert weights.now[0] == wcsp.MOST
 
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_every_round_s_choices_are_repaired_the_last_round_s_after_the_rounds(monkeypatch, processes):
+    # with workers a round's choices are repaired while the next round's solves run: none may be left unrepaired
+    monkeypatch.setattr(wcsp, "shed_least_bytes", lambda *a: None)
+    problem = problem_of(random_instance(3, nodes=6))
+    repaired, found = [], []
+    solve = wcsp.Network.solved
+    monkeypatch.setattr(wcsp.Network, "solved", lambda *a: found.append(1) or solve(*a))
+    monkeypatch.setattr(wcsp, "repaired", lambda problem, choice, *a, **k: repaired.append(choice) or tuple(choice))
+    penalised(problem, deadline=float("inf"), rounds=3, processes=processes)
+    # one solve in the first round, then one per level; in workers the solves are the workers' own
+    assert len(repaired) == (1 + 2 * 2 if processes == 2 else 3)
+    assert processes == 2 or len(found) == 3
+
+
+def _dying(*args):
+    import os
+
+    os._exit(1)
+
+
+def test_a_worker_that_dies_leaves_the_solves_to_this_process(monkeypatch):
+    monkeypatch.setattr(wcsp, "shed_least_bytes", lambda *a: None)
+    monkeypatch.setattr(wcsp, "_solved_in_worker", _dying)
+    instance = next(random_instance(s, nodes=6) for s in range(100) if brute_force(random_instance(s, nodes=6)))
+    problem = problem_of(instance)
+    found = penalised(problem, deadline=float("inf"), rounds=3, processes=2)
+    assert found is not None and evaluate(instance, found).valid

@@ -10,6 +10,9 @@ round solves at the weights so far (with two processes, at two levels of them at
 choices (`lagrange.relieve`, `unforbid`, the neighbourhoods' repair, `descend`: over the limits by a little, moved
 within them), keeps the best, and moves each weight within a bracket: up where the group is live at a row over a
 limit (it was "broken" at that weight), down where it is not, halfway (geometrically) once both are known.
+With workers, a round's choices are repaired in this process while the next round's solves run in them (a repair of a
+choice over the limit takes 8-12 s on IOPDDL K and S, the solves 6 s: repaired after them, a core idled most of each
+round).
 
 Optional: `available()` says whether toulbar2 is installed; without it the Lagrangian start serves alone.
 """
@@ -155,8 +158,18 @@ _NETWORK: Network | None = None
 """The network forked workers solve: set before they are forked, so that it is never pickled."""
 
 
-def _solved_in_worker(penalty: list[np.ndarray], seconds: int, seed: int) -> tuple[int, ...] | None:
-    return _NETWORK.solved(penalty, seconds, seed)
+Solved = tuple[tuple[int, ...] | None, float]
+"""A solve's choice (None: none found) and its wall seconds."""
+
+
+def _timed(network: Network, penalty: list[np.ndarray], seconds: int, seed: int) -> Solved:
+    """`Network.solved`, and the wall seconds it took."""
+    began = time.perf_counter()
+    return network.solved(penalty, seconds, seed), time.perf_counter() - began
+
+
+def _solved_in_worker(penalty: list[np.ndarray], seconds: int, seed: int) -> Solved:
+    return _timed(_NETWORK, penalty, seconds, seed)
 
 
 class Solvers:
@@ -174,14 +187,26 @@ class Solvers:
             except (ValueError, OSError):  # no fork here: one process
                 _NETWORK = None
 
-    def solved(self, penalties: list[list[np.ndarray]], seconds: int, seed: int) -> list[tuple[int, ...] | None]:
+    def submitted(self, penalties: list[list[np.ndarray]], seconds: int,
+                  seed: int) -> Callable[[], list[Solved]]:
+        """The solves begun (in the workers, while this process goes on), and what waits for their choices and wall
+        seconds; without workers they are made when waited for."""
         seeds = [seed + k for k in range(len(penalties))]
+        futures = None
         if self.pool is not None:
             try:
-                return list(self.pool.map(_solved_in_worker, penalties, [seconds] * len(penalties), seeds))
-            except (BrokenProcessPool, OSError):  # a worker killed (out of memory): this process solves from now on
+                futures = [self.pool.submit(_solved_in_worker, p, seconds, s) for p, s in zip(penalties, seeds)]
+            except (BrokenProcessPool, OSError):
                 self.close()
-        return [self.network.solved(penalty, seconds, s) for penalty, s in zip(penalties, seeds)]
+
+        def waited() -> list[Solved]:
+            if futures is not None:
+                try:
+                    return [future.result() for future in futures]
+                except (BrokenProcessPool, OSError):  # a worker killed (out of memory): this process solves from now on
+                    self.close()
+            return [_timed(self.network, penalty, seconds, s) for penalty, s in zip(penalties, seeds)]
+        return waited
 
     def close(self) -> None:
         global _NETWORK
@@ -236,15 +261,20 @@ class _Best:
 
 
 def _round(problem: Problem, solvers: Solvers, weights: Weights, spread: list[np.ndarray], levels: tuple[float, ...],
-           seconds: int, seed: int) -> list[tuple[int, ...]]:
-    """toulbar2's choices at the weights times each of `levels` (one solve each, at once), the weights' brackets
-    learnt from each; the weights are not moved."""
+           seconds: int, seed: int) -> Callable[[], tuple[list, float]]:
+    """toulbar2's solves at the weights times each of `levels` (one each, at once) begun, and what
+    waits for their choices, learns the weights' brackets from each and gives the choices and the longest solve's wall
+    seconds; the weights are not moved."""
     at = [weights.now * level for level in levels]
-    found = solvers.solved([[w * s for w, s in zip(weighted.tolist(), spread)] for weighted in at], seconds, seed)
-    for choice, weighted in zip(found, at):
-        if choice is not None:
-            weights.learn(broken_groups(problem, choice), weighted)
-    return [choice for choice in found if choice is not None]
+    waited = solvers.submitted([[w * s for w, s in zip(weighted.tolist(), spread)] for weighted in at], seconds, seed)
+
+    def learnt() -> tuple[list[tuple[int, ...]], float]:
+        found = waited()
+        for (choice, _), weighted in zip(found, at):
+            if choice is not None:
+                weights.learn(broken_groups(problem, choice), weighted)
+        return [choice for choice, _ in found if choice is not None], max(wall for _, wall in found)
+    return learnt
 
 
 def penalised(problem: Problem, deadline: float, seed: int = 0,
@@ -264,20 +294,29 @@ def penalised(problem: Problem, deadline: float, seed: int = 0,
         best.offer(early)  # valid in 1.4-2.7 s on IOPDDL K, M, S, where the first round's took 6.4 s (S: none)
     solvers = Solvers(network, min(processes, len(LEVELS)))
     levels = LEVELS if solvers.pool is not None else (1.0,)
+    pending: list[tuple[int, ...]] = []
     try:
         for round_ in range(10**9 if rounds is None else rounds):
             began = time.perf_counter()
-            seconds = int(min(ROUND_SECONDS if round_ else FIRST_SECONDS, (deadline - began - overhead) / stretch))
+            # the time left holds this round's solves and the repair of its choices after them (and, with no workers,
+            # the repair of the last round's before them)
+            seconds = int(min(ROUND_SECONDS if round_ else FIRST_SECONDS,
+                              (deadline - began - overhead * (1 if solvers.pool else 2)) / stretch))
             if seconds < 1:
                 break
-            found = _round(problem, solvers, weights, spread, (SAFE_SCALE,) if round_ == 0 else levels, seconds,
-                           seed + 10 * round_)
-            stretch = max((time.perf_counter() - began) / seconds, 1.0)
-            if round_ > 0 and found:  # the first round's brackets are kept, the search begins at the first weights
-                weights.move()
-            for choice in found:
+            learnt = _round(problem, solvers, weights, spread, (SAFE_SCALE,) if round_ == 0 else levels, seconds,
+                            seed + 10 * round_)
+            # the last round's choices repaired while this round's solves run in the workers: both cores busy
+            for choice in pending:
                 best.offer(repaired(problem, choice, index, deadline, repair, _repair_seconds(deadline, began)))
-            overhead = max(time.perf_counter() - began - seconds * stretch, 0.0)  # the round's time beside toulbar2's
+            overhead = time.perf_counter() - began if pending else overhead
+            pending, wall = learnt()
+            stretch = max(wall / seconds, 1.0)
+            if round_ > 0 and pending:  # the first round's brackets are kept, the search begins at the first weights
+                weights.move()
+        ended = time.perf_counter()
+        for choice in pending:  # the last round's, in the time left
+            best.offer(repaired(problem, choice, index, deadline, repair, _repair_seconds(deadline, ended)))
     finally:
         solvers.close()
     return best.choice

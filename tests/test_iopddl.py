@@ -292,3 +292,20 @@ def test_the_run_keeps_to_its_deadline_reading_included():
     started = time.perf_counter()
     run = solve_instance(instance_of(CHAIN), 5.0, started=started - 2.0)  # 2 s already spent reading
     assert run.solved and run.evaluation.cost == CHAIN_OPTIMUM and run.seconds < 3.5
+
+
+def test_each_better_solution_is_told_once_it_takes_half_a_percent_off(monkeypatch):
+    from ipuplan.workbench import iopddl
+
+    def solving(problem, settings, progress):
+        for name, cost in (("start", 1000), ("start", 998), ("start", 990), ("neighbourhoods", 989),
+                           ("neighbourhoods", 900)):
+            progress(name, cost, 0, 0.0)
+        return solve(problem, settings)
+
+    monkeypatch.setattr(iopddl, "solve", solving)
+    heard = []
+    solve_instance(instance_of(CHAIN), 2.0, on_phase=lambda name, detail: heard.append(detail))
+    told = [detail for detail in heard if "solution (" in detail]
+    assert told == ["first solution (start), cost 1,000: improving", "better solution (start), cost 990",
+                    "better solution (neighbourhoods), cost 900"]

@@ -136,3 +136,14 @@ def test_a_worker_that_dies_leaves_the_solves_to_this_process(monkeypatch):
     problem = problem_of(instance)
     found = penalised(problem, deadline=float("inf"), rounds=3, processes=2)
     assert found is not None and evaluate(instance, found).valid
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_each_better_valid_choice_is_told_and_the_last_told_is_the_answer(seed):
+    instance = next(random_instance(s, nodes=6) for s in range(seed, 100) if brute_force(random_instance(s, nodes=6)))
+    problem = problem_of(instance)
+    told = []
+    found = penalised(problem, deadline=float("inf"), rounds=4, on_valid=told.append)
+    costs = [choice_key(problem, choice) for choice in told]
+    assert told and all(key[:2] == (0, 0) for key in costs) and costs == sorted(set(costs), reverse=True)
+    assert told[-1] == found

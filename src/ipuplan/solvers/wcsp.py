@@ -244,7 +244,7 @@ def repaired(problem: Problem, choice, index: GroupRows, deadline: float,
 
 
 class _Best:
-    """The best choice offered so far (`choice_key`), and who hears of the first valid one."""
+    """The best choice offered so far (`choice_key`), and who hears of each better valid one."""
 
     def __init__(self, problem: Problem, on_valid: Callable[[tuple[int, ...]], None] | None) -> None:
         self.problem, self.on_valid = problem, on_valid
@@ -255,7 +255,7 @@ class _Best:
         found = choice_key(self.problem, choice)
         if self.key is not None and found >= self.key:
             return
-        if self.on_valid is not None and found[:2] == (0, 0) and (self.key is None or self.key[:2] != (0, 0)):
+        if self.on_valid is not None and found[:2] == (0, 0):  # the rounds take minutes: each better one is told
             self.on_valid(choice)
         self.key, self.choice = found, choice
 
@@ -283,7 +283,7 @@ def penalised(problem: Problem, deadline: float, seed: int = 0,
               processes: int = 1) -> tuple[int, ...] | None:
     """The best choice (`choice_key`) of the rounds that fit before `deadline` (a `time.perf_counter` value), each
     repaired (`repaired`; `repair(choice, deadline=...)` as `lagrange.lagrangian` takes it); None when no round found
-    one. `on_valid` hears of the first valid one; `rounds`: at most so many; `processes`: toulbar2's solves at once
+    one. `on_valid` hears of each better valid one; `rounds`: at most so many; `processes`: toulbar2's solves at once
     (each round at as many levels of the weights, LEVELS). The shed least bytes (`shed_least_bytes`) come first: the
     first valid choice early. toulbar2 counts its limit in CPU seconds: a round's limit is the
     time left over the last round's wall seconds per second asked (a busy machine stretches it)."""

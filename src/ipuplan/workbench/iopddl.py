@@ -431,6 +431,11 @@ class InstanceRun:
                 "wall_s": self.seconds}
 
 
+TOLD_STEP = 0.005
+"""A better solution is told when it takes at least this share off the last one told (a long run's progress, not
+every neighbourhood's gain)."""
+
+
 def solve_instance(instance: Instance, time_limit: float, *, started: float | None = None, workers: int | None = None,
                    seed: int = 0, on_phase: Callable[[str, str], None] | None = None) -> InstanceRun:
     """The least cost within the usage limit, by `time_limit` seconds after `started` (default: now; the contest
@@ -451,11 +456,18 @@ def solve_instance(instance: Instance, time_limit: float, *, started: float | No
         phase("note", "toulbar2 is not installed: the start is the Lagrangian's, far weaker on a large instance "
                       "(IOPDDL K: 4.7-5.1 G against 2.5 G); pip install 'ipuplan[toulbar2]'")
     first: list[float] = []
+    told: list[int] = []
 
     def heard(name: str, objective: int, bound: int, seconds: float) -> None:
-        if not first:  # CP-SAT reports only solutions of its model, where the limit is a hard row
+        # CP-SAT reports only solutions of its model, where the limit is a hard row: every one heard is valid
+        if not first:
             first.append(time.perf_counter() - deadline.started)
             phase("solve", f"first solution ({name}), cost {objective:,}: improving")
+        elif objective > told[-1] * (1 - TOLD_STEP):
+            return
+        else:
+            phase("solve", f"better solution ({name}), cost {objective:,}")
+        told.append(objective)
 
     margin = min(MARGIN, time_limit / 10)
     settings = SolverSettings(time_limit=max(deadline.left() - margin, 1.0), workers=workers or default_workers(),

@@ -217,6 +217,13 @@ def test_slices_read_the_source_at_their_offsets():
         assert _fast(_slice(offsets), (2, 5, 12), source, (2, 4, 6), result) == expected
 
 
+def test_a_slice_wholly_outside_its_source_sends_nothing():
+    rng = np.random.default_rng(6)
+    for _ in range(5):
+        source, result = _random_layout(rng, (2, 5, 12)), _random_layout(rng, (2, 4, 6))
+        assert _fast(_slice((0, 1, 12)), (2, 5, 12), source, (2, 4, 6), result) == 0
+
+
 def test_a_reduction_sends_every_partial_to_every_result_tile_that_lacks_it():
     rng = np.random.default_rng(13)
     partials_shape, result_shape = (3, 4, 6), (4, 6)

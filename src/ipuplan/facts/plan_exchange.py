@@ -406,6 +406,8 @@ def counts_at(shape: tuple[int, ...], terms: tuple[Term, ...], present: tuple[np
         masks = tuple(m for m in present if varying(m) <= group)
         histograms.append(group_counts(shape, group, members, masks))
     elements = prod(int(counts.sum()) for _, counts in histograms)
+    if not elements:  # every element outside a crop: nothing sent, nothing to look up
+        return 0, 0
     widest = max(range(len(histograms)), key=lambda k: len(histograms[k][0]))
     distances, counts = np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.int64)
     for k, (group_distances, group_counts_) in enumerate(histograms):

@@ -10,7 +10,7 @@ import pytest
 from test_pair_exchange import STEPS, _random_layout
 from test_plan_exchange import RETILE, WHOLE_COPY
 
-from ipuplan.facts import pair_exchange, price_store
+from ipuplan.facts import exchange_proxy, pair_exchange, price_store
 from ipuplan.facts.pair_exchange import matched_bytes, pair_bytes
 from ipuplan.facts.plan_exchange import INNER, OUTER
 from ipuplan.plan.operation import parse_operation
@@ -29,6 +29,10 @@ def _forget() -> None:
     getattr(price_store.code_version, "cache_clear", lambda: None)()  # (a test may have replaced it)
     pair_exchange._distinct_pair_bytes.cache_clear()
     pair_exchange._distinct_matched_bytes.cache_clear()
+    for cached in (exchange_proxy.kept_exchange_bytes, exchange_proxy.mapped_exchange_bytes):
+        getattr(cached, "cache_clear", lambda: None)()  # (a test may have replaced it)
+    price_store._read.clear()
+    price_store._waiting.clear()
     for kept in price_store._opened.values():
         if kept is not None:
             kept.close()
@@ -225,6 +229,41 @@ def test_a_second_optimize_reads_the_prices_the_first_kept_and_writes_the_same_p
     assert first["exchange_bytes_after"] == second["exchange_bytes_after"] == second["model_exchange_bytes_after"]
 
 
+def test_the_proxy_s_prices_are_kept_and_a_second_space_reads_them_all(store, monkeypatch):
+    from reference import REFERENCE
+
+    from ipuplan import load_plan
+    from ipuplan.facts.plan_facts import plan_facts
+    from ipuplan.space.scopes import candidate_space
+
+    def exchanges(space):
+        return [[candidate.exchange_bytes for candidate in group.candidates] for group in space.free]
+
+    facts = plan_facts(load_plan(REFERENCE))
+    kept_before = price_store.counts()["kept"]
+    first = exchanges(candidate_space(facts))
+    kept = price_store.counts()["kept"] - kept_before
+    _forget()
+    monkeypatch.setattr(exchange_proxy, "mapped_exchange_bytes", lambda *a: pytest.fail("a kept price priced again"))
+    before = price_store.counts()["read"]
+    assert exchanges(candidate_space(facts)) == first
+    assert kept > 0 and price_store.counts()["read"] - before == kept
+
+
+def test_without_a_store_the_proxy_prices_everything_and_keeps_nothing(tmp_path, monkeypatch):
+    from reference import REFERENCE
+
+    from ipuplan import load_plan
+    from ipuplan.facts.plan_facts import plan_facts
+    from ipuplan.space.scopes import candidate_space
+
+    monkeypatch.setenv(price_store.CACHE_VARIABLE, "off")
+    _forget()
+    space = candidate_space(plan_facts(load_plan(REFERENCE)))
+    assert any(candidate.exchange_bytes for group in space.free for candidate in group.candidates)
+    assert not price_store._waiting and not any(tmp_path.iterdir())
+
+
 def test_a_python_without_sqlite_prices_everything(store, monkeypatch):
     monkeypatch.setattr(price_store, "sqlite3", None)
     parsed, shape = parse_operation(RETILE), (6, 10)
@@ -236,7 +275,7 @@ def test_the_tool_imports_and_prices_without_the_sqlite3_module(tmp_path):
     import subprocess
     import sys
     code = ("import sys; sys.modules['sqlite3'] = None\n"  # what `import sqlite3` meets where Python was built without
-            "from ipuplan.facts import pair_exchange, price_store\n"
+            "from ipuplan.facts import exchange_proxy, pair_exchange, price_store\n"
             "assert price_store.sqlite3 is None and price_store.opened() is None\n")
     subprocess.run([sys.executable, "-c", code], check=True, env={"IPUPLAN_CACHE_DIR": str(tmp_path), "PATH": ""})
     assert not any(tmp_path.iterdir())

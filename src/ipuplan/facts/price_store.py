@@ -219,3 +219,43 @@ def keep_prices(step: int, prices: list[tuple[int, int, int]]) -> None:
         failed(store)
         return
     _counted["kept"] += len(prices)
+
+
+_read: dict[tuple[Path, int], dict[tuple[int, int], int]] = {}
+"""Per (store folder, step), the prices the store holds, read once a process (`kept_price`)."""
+_waiting: dict[int, list[tuple[int, int, int]]] = {}
+"""Per step, prices to keep at the next `flush`."""
+
+
+def kept_price(step: int, pair: tuple[int, int]) -> int | None:
+    """The price kept for `pair` (source key, result key) of `step` (None: none kept, or no store): for prices asked one
+    at a time, each step's read from the store once a process (a query per price took longer than most prices)."""
+    store = opened()
+    if store is None:
+        return None
+    where = (store.path, step)
+    if where not in _read:
+        try:
+            _read[where] = store.known(step)
+        except STORE_ERRORS:
+            failed(store)
+            return None
+    found = _read[where].get(pair)
+    if found is not None:
+        _counted["read"] += 1
+    return found
+
+
+def keep_later(step: int, pair: tuple[int, int], price: int) -> None:
+    """Keep `price` at the next `flush`, where a store is open (one transaction for many prices asked one at a
+    time)."""
+    if opened() is not None:
+        _waiting.setdefault(step, []).append((*pair, price))
+
+
+def flush() -> None:
+    """Keep every price `keep_later` was given (in the store open now)."""
+    waiting = list(_waiting.items())
+    _waiting.clear()
+    for step, prices in waiting:
+        keep_prices(step, prices)

@@ -17,7 +17,7 @@ import numpy as np
 from ipuplan.facts.attention_families import AttentionFamily
 from ipuplan.facts.dataflow import layout_group_of
 from ipuplan.facts.estimate import aligned_bytes, sizing_key, value_bytes
-from ipuplan.facts.exchange_proxy import mapped_exchange_bytes
+from ipuplan.facts.exchange_proxy import kept_exchange_bytes
 from ipuplan.facts.gemm_families import DerivedSplit, KernelFamily, placed_sum_scratch, sum_scratch_interleaved
 from ipuplan.facts.plan_facts import PlanFacts
 from ipuplan.plan.layout import STANDARD, Layout, parse_layout
@@ -212,7 +212,7 @@ def exchange_cost(facts: PlanFacts, members: LayoutGroup, moved: tuple[Move, ...
         own = layouts[move.position]
         if tuple(value.shape) == move.other_shape:
             source, target = (own, move.other) if move.outgoing else (move.other, own)
-            total += mapped_exchange_bytes(move.other_shape, value.element_size, source, target)
+            total += kept_exchange_bytes(move.other_shape, value.element_size, source, target)
         elif tiling_signature(len(value.shape), own) != tiling_signature(len(move.other_shape), move.other):
             total += move.logical_bytes
     return total

@@ -16,6 +16,7 @@ from enum import Enum
 import numpy as np
 
 from ipuplan.errors import IpuplanError
+from ipuplan.facts import price_store
 from ipuplan.facts.plan_facts import PlanFacts
 from ipuplan.plan.collector import gc_paused
 from ipuplan.space.levels import attention, elementwise, gather, gemm
@@ -155,7 +156,9 @@ def candidate_space(
     """
     scope = scope_named(scope)
     with gc_paused():  # a large plan's space is hundreds of thousands of small objects, and no garbage
-        return _space(facts, scope, pinned, keep_classes)
+        space = _space(facts, scope, pinned, keep_classes)
+    price_store.flush()  # the proxy's prices found (`exchange_proxy.kept_exchange_bytes`), kept for the next run
+    return space
 
 
 def _space(facts: PlanFacts, scope: Scope, pinned: frozenset[int], keep_classes: bool) -> CandidateSpace:
@@ -192,6 +195,7 @@ def with_promoted(facts: PlanFacts, space: CandidateSpace, chosen: dict[int, np.
         splits = tuple(c for c, keep in zip(group.left_out.choices, mask.tolist()) if keep)
         made = promoter(group.kind)(context, group.members, splits)
         free[g] = replace(group, candidates=(*group.candidates, *made), left_out=group.left_out.only(~mask))
+    price_store.flush()
     return replace(space, free=tuple(free))
 
 

@@ -1,7 +1,9 @@
 """Exchange prices kept across runs (issue 34): the bytes a step sends for a pair of layouts, by content.
 
-A run prices every pair of candidate layouts of the steps alive at the peak (`pair_exchange`); the next run of the
-same plan, or of another finalist scope with the same layer shapes, prices the same pairs again. Each price is kept
+A run prices every pair of candidate layouts of the steps alive at the peak (`pair_exchange`), and each candidate's
+proxy against its movers' other sides (`exchange_proxy.kept_exchange_bytes`: a step "proxy" per shape and element
+size); the next run of the same plan, or of another finalist scope with the same layer shapes, prices the same pairs
+again. Each price is kept
 in a SQLite file under `IPUPLAN_CACHE_DIR` (default `$XDG_CACHE_HOME/ipuplan`, else `~/.cache/ipuplan`; `off` or an
 empty value keeps nothing), keyed by hashes of the step's content (its operation, shapes, element size and reading),
 of each side's placement (`format_layout`) and of the code that prices (`code_version`), never by object.

@@ -248,6 +248,7 @@ def test_the_proxy_s_prices_are_kept_and_a_second_space_reads_them_all(store, mo
     before = price_store.counts()["read"]
     assert exchanges(candidate_space(facts)) == first
     assert kept > 0 and price_store.counts()["read"] - before == kept
+    assert not price_store._read  # read once a space, not held for the rest of the process
 
 
 def test_without_a_store_the_proxy_prices_everything_and_keeps_nothing(tmp_path, monkeypatch):

@@ -410,10 +410,10 @@ def counts_at(shape: tuple[int, ...], terms: tuple[Term, ...], present: tuple[np
         return 0, 0
     widest = max(range(len(histograms)), key=lambda k: len(histograms[k][0]))
     distances, counts = np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.int64)
-    for k, (group_distances, group_counts_) in enumerate(histograms):
+    for k, (group_distances, group_elements) in enumerate(histograms):
         if k != widest:
             distances, counts = _per_distance(np.add.outer(distances, group_distances).ravel(),
-                                              np.multiply.outer(counts, group_counts_).ravel())
+                                              np.multiply.outer(counts, group_elements).ravel())
     return elements, _looked_up(distances, counts, *_summed(*histograms[widest]), keys)
 
 

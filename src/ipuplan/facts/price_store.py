@@ -183,15 +183,20 @@ def failed(store: PriceStore) -> None:
         pass
 
 
+def _known(store: PriceStore, step: int) -> dict[tuple[int, int], int] | None:
+    """Every price `store` keeps for `step` (None: it failed, and is off from now on)."""
+    try:
+        return store.known(step)
+    except STORE_ERRORS:
+        failed(store)
+        return None
+
+
 def prices_of(step: int, pairs: list[tuple[int, int]]) -> list[int] | None:
     """The kept price of every pair (source key, result key) of `step`, -1 for one not kept; None: no store."""
     store = opened()
-    if store is None:
-        return None
-    try:
-        known = store.known(step)
-    except STORE_ERRORS:
-        failed(store)
+    known = None if store is None else _known(store, step)
+    if known is None:
         return None
     found = [known.get(pair, -1) for pair in pairs]
     _counted["read"] += sum(price >= 0 for price in found)
@@ -224,24 +229,24 @@ def keep_prices(step: int, prices: list[tuple[int, int, int]]) -> None:
 
 
 _read: dict[tuple[Path, int], dict[tuple[int, int], int]] = {}
-"""Per (store folder, step), the prices the store holds, read once a process (`kept_price`)."""
+"""Per (store file, step), the prices the store holds, read once until the next `flush` (`kept_price`)."""
 _waiting: dict[int, list[tuple[int, int, int]]] = {}
 """Per step, prices to keep at the next `flush`."""
 
 
 def kept_price(step: int, pair: tuple[int, int]) -> int | None:
     """The price kept for `pair` (source key, result key) of `step` (None: none kept, or no store): for prices asked one
-    at a time, each step's read from the store once a process (a query per price took longer than most prices)."""
+    at a time, each step's read from the store once until the next `flush` (a query per price took longer than most
+    prices)."""
     store = opened()
     if store is None:
         return None
     where = (store.path, step)
     if where not in _read:
-        try:
-            _read[where] = store.known(step)
-        except STORE_ERRORS:
-            failed(store)
+        known = _known(store, step)
+        if known is None:
             return None
+        _read[where] = known
     found = _read[where].get(pair)
     if found is not None:
         _counted["read"] += 1
@@ -256,8 +261,10 @@ def keep_later(step: int, pair: tuple[int, int], price: int) -> None:
 
 
 def flush() -> None:
-    """Keep every price `keep_later` was given (in the store open now)."""
+    """Keep every price `keep_later` was given (in the store open now), and forget the prices read: a process that
+    runs plan after plan (the library in a compiler's pipeline) holds no store's worth of them."""
     waiting = list(_waiting.items())
     _waiting.clear()
+    _read.clear()
     for step, prices in waiting:
         keep_prices(step, prices)

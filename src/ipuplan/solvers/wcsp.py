@@ -295,6 +295,11 @@ def penalised(problem: Problem, deadline: float, seed: int = 0,
     solvers = Solvers(network, min(processes, len(LEVELS)))
     levels = LEVELS if solvers.pool is not None else (1.0,)
     pending: list[tuple[int, ...]] = []
+
+    def offer_repaired(choices: list[tuple[int, ...]], began: float) -> None:
+        for choice in choices:
+            best.offer(repaired(problem, choice, index, deadline, repair, _repair_seconds(deadline, began)))
+
     try:
         for round_ in range(10**9 if rounds is None else rounds):
             began = time.perf_counter()
@@ -307,16 +312,13 @@ def penalised(problem: Problem, deadline: float, seed: int = 0,
             learnt = _round(problem, solvers, weights, spread, (SAFE_SCALE,) if round_ == 0 else levels, seconds,
                             seed + 10 * round_)
             # the last round's choices repaired while this round's solves run in the workers: both cores busy
-            for choice in pending:
-                best.offer(repaired(problem, choice, index, deadline, repair, _repair_seconds(deadline, began)))
+            offer_repaired(pending, began)
             overhead = time.perf_counter() - began if pending else overhead
             pending, wall = learnt()
             stretch = max(wall / seconds, 1.0)
             if round_ > 0 and pending:  # the first round's brackets are kept, the search begins at the first weights
                 weights.move()
-        ended = time.perf_counter()
-        for choice in pending:  # the last round's, in the time left
-            best.offer(repaired(problem, choice, index, deadline, repair, _repair_seconds(deadline, ended)))
+        offer_repaired(pending, time.perf_counter())  # the last round's, in the time left
     finally:
         solvers.close()
     return best.choice

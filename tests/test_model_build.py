@@ -3,9 +3,14 @@ are left out."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from ipuplan.model.build import problem_of, step_rows
+from ipuplan.model.build import problem_of, step_rows, widened_problem
+from ipuplan.model.problem import Problem, alive_left_out
+from ipuplan.space import scopes
+from ipuplan.space.levels import elementwise
+from ipuplan.space.scopes import candidate_space, with_promoted
 
 
 @pytest.mark.parametrize("scope", ["storage", "kernels"])
@@ -42,3 +47,62 @@ def test_a_problem_counts_its_groups_candidates_and_values(facts, spaces):
     assert all(0 <= i < n for i, n in zip(problem.input_choice, problem.candidate_counts))
     assert sum(problem.group_sizes) == sum(len(g.members) for g in space.free) > 0
     assert problem.limits == facts.budgets.limits
+
+
+def contents(problem: Problem) -> tuple:
+    """Every figure of a problem's rows and left-out choices, the arrays as lists."""
+    def terms(held):
+        return tuple((g, s.tolist(), i.tolist()) for g, s, i in held)
+    return (problem.candidate_counts, problem.input_choice, problem.group_sizes, problem.exchange, problem.limits,
+            problem.steps_total, tuple((r.step, r.standard, r.interleaved, terms(r.terms)) for r in problem.rows),
+            tuple(map(terms, problem.left_out)))
+
+
+def every_other(chosen: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
+    """Of each group's chosen left-out choices, every other one (the rest stay left out)."""
+    found = {}
+    for g, mask in chosen.items():
+        picked = np.zeros_like(mask)
+        picked[np.flatnonzero(mask)[::2]] = True
+        found[g] = picked
+    return found
+
+
+@pytest.mark.parametrize("scope", ["kernels", "full"])
+@pytest.mark.parametrize("share", ["all", "every other"])
+def test_a_widened_problem_read_off_the_narrow_rows_is_the_widened_spaces_problem(facts, spaces, scope, share):
+    """The left-out Gemm splits made candidates (all, or every other one with the rest still left out): the rows
+    read off the narrow problem hold the same figures as the widened space's problem built from the plan."""
+    space = spaces[scope]
+    narrow = problem_of(facts, space)
+    chosen = {g: np.ones(group.left_out.count, dtype=bool) for g, group in enumerate(space.free) if group.left_out}
+    chosen = chosen if share == "all" else every_other(chosen)
+    wider = with_promoted(facts, space, chosen)
+    derived = widened_problem(facts, narrow, wider, chosen)
+    assert derived.candidate_counts != narrow.candidate_counts and bool(derived.left_out) == (share != "all")
+    assert contents(derived) == contents(problem_of(facts, wider))
+
+
+def test_the_elementwise_splits_a_cap_left_out_widen_the_same_way(facts, monkeypatch):
+    monkeypatch.setattr(elementwise, "MAX_SPLITS", 2)
+    space = candidate_space(facts, "full")
+    narrow = problem_of(facts, space)
+    chosen = alive_left_out(narrow, None)
+    assert any(space.free[g].kind == elementwise.KIND for g in chosen)
+    wider = with_promoted(facts, space, chosen)
+    assert contents(widened_problem(facts, narrow, wider, chosen)) == contents(problem_of(facts, wider))
+
+
+def test_a_promotion_that_made_fewer_candidates_builds_the_problem_again(facts, spaces, monkeypatch):
+    """A left-out split that cannot be laid out makes no candidate: the narrow rows no longer line up with the
+    candidates, so the widened problem is the widened space's, built from the plan."""
+    promote = scopes.promoter("kernel")
+    monkeypatch.setattr(scopes, "promoter", lambda kind: lambda context, members, splits: promote(
+        context, members, splits)[1:])
+    space = spaces["kernels"]
+    narrow = problem_of(facts, space)
+    chosen = alive_left_out(narrow, None)
+    wider = with_promoted(facts, space, chosen)
+    derived = widened_problem(facts, narrow, wider, chosen)
+    assert derived.candidate_counts == tuple(len(g.candidates) for g in wider.free)
+    assert contents(derived) == contents(problem_of(facts, wider))

@@ -9,7 +9,7 @@ live members, each distinct term and each step."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import chain, pairwise, repeat
 from operator import attrgetter
 
@@ -427,3 +427,45 @@ def _undominated(rows: FlatRows) -> list[int]:
         front[:] = [o for o in front if not (standard[r] >= standard[o] and interleaved[r] >= interleaved[o])]
         front.append(r)
     return sorted(r for front in best.values() for r in front)
+
+
+def widened_problem(facts: PlanFacts, narrow: Problem, space: CandidateSpace, chosen: dict[int, np.ndarray],
+                    live: LiveSets | None = None) -> Problem:
+    """The problem of `space`: `narrow`'s space with the left-out choices `chosen` (per group, a mask) made
+    candidates after the kept ones (`space.scopes.with_promoted`), read off `narrow`'s rows. A promoted choice's bytes
+    at a row are its left-out bytes there, so a widened group's term is its kept term followed by the chosen entries
+    of its left-out term, and the rest stay left out. Every row's terms map one to one, so the rows kept are the same
+    (at 50k values 8,550 of 31,920 rows change; building them again took 1 s). Built again (`problem_of`) where a
+    promotion made fewer candidates than it was asked for, or the rows are given as a table."""
+    promoted = {g: mask for g, mask in chosen.items() if mask.any() and narrow.left_out}
+    counts = tuple(len(group.candidates) for group in space.free)
+    expected = tuple(n + int(promoted[g].sum()) if g in promoted else n for g, n in enumerate(narrow.candidate_counts))
+    if counts != expected or narrow.edges or not isinstance(narrow.rows, tuple):
+        return problem_of(facts, space, live)
+    rows, left_out = list(narrow.rows), list(narrow.left_out)
+    made: dict[tuple[int, int], tuple[Term, Term | None]] = {}
+    for r, held in enumerate(narrow.left_out):
+        if not any(left[0] in promoted for left in held):
+            continue
+        row = rows[r]
+        terms = {term[0]: term for term in row.terms}
+        widened = {left[0]: _promoted_terms(made, terms[left[0]], left, promoted[left[0]])
+                   for left in held if left[0] in promoted}
+        rows[r] = StepRow(row.step, row.standard, row.interleaved,
+                          tuple(widened[term[0]][0] if term[0] in widened else term for term in row.terms))
+        left_out[r] = tuple(left for left in (widened[left[0]][1] if left[0] in widened else left for left in held)
+                            if left is not None)
+    return replace(narrow, candidate_counts=counts, rows=tuple(rows), exchange=proxy_exchange(space),
+                   left_out=tuple(left_out) if any(left_out) else ())
+
+
+def _promoted_terms(made: dict, term: Term, left: Term, mask: np.ndarray) -> tuple[Term, Term | None]:
+    """A row's term and left-out term of a group whose left-out choices `mask` became candidates: the chosen ones'
+    bytes appended to the term, the others' left out (None: none is). Made once per pair of terms (shared, as
+    `step_rows` shares equal terms)."""
+    key = (id(term), id(left))
+    if key not in made:
+        g, kept = term[0], ~mask
+        made[key] = ((g, np.concatenate([term[1], left[1][mask]]), np.concatenate([term[2], left[2][mask]])),
+                     (g, left[1][kept], left[2][kept]) if kept.any() else None)
+    return made[key]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ipuplan.facts.plan_facts import PlanFacts
-from ipuplan.model.build import LiveSets, problem_of
+from ipuplan.model.build import LiveSets, widened_problem
 from ipuplan.model.objective import Objective
 from ipuplan.model.problem import Problem, alive_left_out, relaxed_lower_bound
 from ipuplan.solvers import Backend, Progress, SolveResult, SolverSettings, SolveStatus, solve
@@ -33,10 +33,11 @@ class Widening:
     """The space's live sets, when known: a widening adds candidates, not members (1.5 s at 200k values)."""
 
     def widened(self, chosen: dict[int, np.ndarray]) -> Widening:
-        """The left-out choices `chosen` (per free group index, a mask) made candidates (`scopes.with_promoted`); the
-        live sets are not passed on (a solve widens once, and they hold 25 MB at 50k values)."""
+        """The left-out choices `chosen` (per free group index, a mask) made candidates (`scopes.with_promoted`), the
+        problem's rows read off this one's (`widened_problem`); the live sets are not passed on (a solve widens once,
+        and they hold 25 MB at 50k values)."""
         space = with_promoted(self.facts, self.space, chosen)
-        return Widening(self.facts, space, problem_of(self.facts, space, self.live))
+        return Widening(self.facts, space, widened_problem(self.facts, self.problem, space, chosen, self.live))
 
 
 def solve_space(start: Widening, settings: SolverSettings, backend: str | Backend = Backend.CPSAT,

@@ -3,11 +3,14 @@ are left out."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
+from problems import b, problem
 
-from ipuplan.model.build import problem_of, step_rows, widened_problem
-from ipuplan.model.problem import Problem, alive_left_out
+from ipuplan.model.build import problem_of, promoted_problem, step_rows, widened_problem
+from ipuplan.model.problem import Problem, StepRow, alive_left_out, term_table
 from ipuplan.space import scopes
 from ipuplan.space.levels import elementwise
 from ipuplan.space.scopes import candidate_space, with_promoted
@@ -81,6 +84,24 @@ def test_a_widened_problem_read_off_the_narrow_rows_is_the_widened_spaces_proble
     derived = widened_problem(facts, narrow, wider, chosen)
     assert derived.candidate_counts != narrow.candidate_counts and bool(derived.left_out) == (share != "all")
     assert contents(derived) == contents(problem_of(facts, wider))
+    assert "table" not in derived.__dict__  # the narrow table was never built: nothing to widen
+
+
+@pytest.mark.parametrize("scope", ["kernels", "full"])
+def test_a_widened_problems_table_read_off_the_narrow_table_is_its_rows_table(facts, spaces, scope):
+    """The narrow table built (as a constructive choice builds it before a widening): the widened problem's table is
+    that table with the promoted terms widened, the same as one laid flat from the widened rows."""
+    space = spaces[scope]
+    narrow = problem_of(facts, space)
+    assert narrow.table.terms
+    chosen = every_other({g: np.ones(group.left_out.count, dtype=bool) for g, group in enumerate(space.free)
+                          if group.left_out})
+    derived = widened_problem(facts, narrow, with_promoted(facts, space, chosen), chosen)
+    table, laid_flat = derived.__dict__["table"], term_table(derived.rows)
+    assert table is not narrow.table
+    for field in ("group", "start", "standard", "interleaved", "span_term", "span_first", "span_end",
+                  "constant_standard", "constant_interleaved", "row", "term"):
+        assert getattr(table, field).tolist() == getattr(laid_flat, field).tolist(), field
 
 
 def test_the_elementwise_splits_a_cap_left_out_widen_the_same_way(facts, monkeypatch):
@@ -106,3 +127,15 @@ def test_a_promotion_that_made_fewer_candidates_builds_the_problem_again(facts, 
     derived = widened_problem(facts, narrow, wider, chosen)
     assert derived.candidate_counts == tuple(len(g.candidates) for g in wider.free)
     assert contents(derived) == contents(problem_of(facts, wider))
+
+
+def test_a_term_that_meets_two_left_out_terms_becomes_two_terms_and_the_table_is_laid_flat_again():
+    """One term of group 0 at two rows, its left-out choice 5 bytes at one and 7 at the other: widened, the rows
+    hold two terms, so the narrow table's spans no longer fit and the table comes from the rows."""
+    kept = (0, b(10, 20), b(0, 0))
+    narrow = replace(problem([StepRow(0, 1, 0, (kept,)), StepRow(1, 2, 0, (kept,))], (2,)),
+                     left_out=(((0, b(5), b(0)),), ((0, b(7), b(0)),)))
+    assert narrow.table.terms == 1
+    wider = promoted_problem(narrow, {0: np.array([True])}, ((0, 0, 0),))
+    assert "table" not in wider.__dict__ and wider.left_out == ()
+    assert wider.table.terms == 2 and wider.usage((2,)).standard.tolist() == [6, 9]

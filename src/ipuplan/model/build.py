@@ -9,7 +9,7 @@ live members, each distinct term and each step."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from itertools import chain, pairwise, repeat
 from operator import attrgetter
 
@@ -17,7 +17,7 @@ import numpy as np
 
 from ipuplan.facts.plan_facts import PlanFacts
 from ipuplan.model.cost_terms import proxy_exchange
-from ipuplan.model.problem import Problem, StepRow, Terms
+from ipuplan.model.problem import Problem, StepRow, Terms, TermTable, ranges
 from ipuplan.plan.collector import gc_paused
 from ipuplan.plan.layout import STANDARD
 from ipuplan.space.types import CandidateSpace, FreeGroup, LeftOut
@@ -442,8 +442,16 @@ def widened_problem(facts: PlanFacts, narrow: Problem, space: CandidateSpace, ch
     expected = tuple(n + int(promoted[g].sum()) if g in promoted else n for g, n in enumerate(narrow.candidate_counts))
     if counts != expected or narrow.edges or not isinstance(narrow.rows, tuple):
         return problem_of(facts, space, live)
+    return promoted_problem(narrow, promoted, proxy_exchange(space))
+
+
+def promoted_problem(narrow: Problem, promoted: dict[int, np.ndarray], exchange: tuple[tuple[int, ...], ...]) -> (
+        Problem):
+    """`narrow` with each group's left-out choices `promoted` (a mask) appended to its candidates, whose exchange is
+    then `exchange`: at each row, the group's term followed by the chosen entries of its left-out term there."""
     rows, left_out = list(narrow.rows), list(narrow.left_out)
     made: dict[tuple[int, int], tuple[Term, Term | None]] = {}
+    changed: list[tuple[int, int, Term]] = []
     for r, held in enumerate(narrow.left_out):
         if not any(left[0] in promoted for left in held):
             continue
@@ -451,12 +459,44 @@ def widened_problem(facts: PlanFacts, narrow: Problem, space: CandidateSpace, ch
         terms = {term[0]: term for term in row.terms}
         widened = {left[0]: _promoted_terms(made, terms[left[0]], left, promoted[left[0]])
                    for left in held if left[0] in promoted}
+        changed += [(r, k, widened[term[0]][0]) for k, term in enumerate(row.terms) if term[0] in widened]
         rows[r] = StepRow(row.step, row.standard, row.interleaved,
                           tuple(widened[term[0]][0] if term[0] in widened else term for term in row.terms))
         left_out[r] = tuple(left for left in (widened[left[0]][1] if left[0] in widened else left for left in held)
                             if left is not None)
-    return replace(narrow, candidate_counts=counts, rows=tuple(rows), exchange=proxy_exchange(space),
-                   left_out=tuple(left_out) if any(left_out) else ())
+    counts = tuple(n + int(promoted[g].sum()) if g in promoted else n for g, n in enumerate(narrow.candidate_counts))
+    return narrow.with_table(_widened_table(narrow, promoted, changed), candidate_counts=counts, rows=tuple(rows),
+                             exchange=exchange, left_out=tuple(left_out) if any(left_out) else ())
+
+
+def _widened_table(narrow: Problem, promoted: dict[int, np.ndarray], changed: list[tuple[int, int, Term]]) -> (
+        TermTable | None):
+    """`narrow`'s table (when built, its occurrences laid out) with each promoted group's terms widened as at the
+    `changed` (row, place in the row, widened term): the same spans, where every such term met one left-out term
+    wherever it occurs (else None: the table is laid flat from the rows when first asked for)."""
+    table = narrow.__dict__.get("table")
+    if table is None or "occurrences" not in table.__dict__ or not changed:
+        return None
+    rows, places, terms = zip(*changed)
+    numbers = table.term[np.searchsorted(table.row, np.array(rows)) + np.array(places)].tolist()
+    widened: dict[int, Term] = {}
+    for k, term in zip(numbers, terms):
+        if widened.setdefault(k, term) is not term:
+            return None
+    if set(np.flatnonzero(np.isin(table.group, list(promoted))).tolist()) != widened.keys():
+        return None
+    lengths = table.counts.copy()
+    lengths[list(widened)] = [len(term[1]) for term in widened.values()]
+    start = np.cumsum(lengths) - lengths
+    kept = np.ones(table.terms, dtype=bool)
+    kept[list(widened)] = False
+    standard, interleaved = np.zeros((2, int(lengths.sum())), dtype=np.int64)
+    to, read = ranges(start[kept], lengths[kept]), ranges(table.start[kept], lengths[kept])
+    standard[to], interleaved[to] = table.standard[read], table.interleaved[read]
+    for k, (_, term_standard, term_interleaved) in widened.items():
+        standard[start[k]:start[k] + lengths[k]], interleaved[start[k]:start[k] + lengths[k]] = (term_standard,
+                                                                                                 term_interleaved)
+    return table.with_candidates(start, standard, interleaved)
 
 
 def _promoted_terms(made: dict, term: Term, left: Term, mask: np.ndarray) -> tuple[Term, Term | None]:

@@ -7,6 +7,8 @@ import time
 
 import pytest
 
+from ipuplan import dump_plan
+from ipuplan.facts.plan_exchange import plan_exchange
 from ipuplan.replan import pipeline
 from ipuplan.replan.options import OptimizeOptions
 from ipuplan.replan.pipeline import BudgetConflict, optimize
@@ -166,3 +168,16 @@ def test_the_search_a_run_got_is_said_in_deterministic_units_the_same_twice(refe
     summary = optimize_summary(first, "in.json", None)["search"]
     assert summary == {"deterministic_units": round(first.solve.search_units, 3), "workers": 1, "deterministic": True,
                        "time_limit": 10.0}
+
+
+def test_a_large_plans_check_in_a_forked_copy_returns_the_same_plan_and_its_exchange_counted_meanwhile(
+        reference_plan, monkeypatch):
+    """The reference plan taken for a large one (`FORK_VALUES`): the same plan comes back, and both plans' exact
+    exchange, counted while the copy checked, is what counting them again gives."""
+    alone = optimize(reference_plan, workers=1, time_limit=10)
+    monkeypatch.setattr(pipeline, "FORK_VALUES", 0)
+    beside = optimize(reference_plan, workers=1, time_limit=10)
+    assert alone.priced_output is None and beside.priced_output is not None
+    assert dump_plan(beside.plan) == dump_plan(alone.plan)
+    assert beside.output_exchange.total == plan_exchange(beside.plan, beside.facts).total == alone.exchange_after
+    assert beside.input_exchange.total == alone.exchange_before

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from reference import with_step, with_value
 
 from ipuplan import dump_plan
 from ipuplan.facts.check import check
 from ipuplan.facts.estimate import estimate
+from ipuplan.plan.budgets import Budgets
 from ipuplan.plan.layout import format_layout
 from ipuplan.replan.against import against
-from ipuplan.replan.rewrite import apply_choice, rewrite, with_derived_fields
+from ipuplan.replan.rewrite import IllegalRewrite, apply_choice, rewrite, rewrite_checking, with_derived_fields
 
 
 def inputs(space) -> tuple[int, ...]:
@@ -99,3 +102,19 @@ def test_derived_fields_of_a_consistent_plan_copy_nothing(reference_plan):
     assert all(a is b for a, b in zip(reference_plan.values, rewritten.values))
     assert all(a is b for a, b in zip(reference_plan.steps, rewritten.steps))
     assert dump_plan(rewritten) == dump_plan(reference_plan)
+
+
+@pytest.mark.parametrize("fork", [True, False])
+def test_a_check_made_in_a_forked_copy_refuses_a_broken_family_as_one_made_here(reference_plan, facts, spaces, fork):
+    """A Gemm family's candidate with new layouts but its old inner blocks: `check` (in the copy, or here) finds it
+    and the plan is refused; the input's choice passes either way."""
+    space = spaces["kernels"]
+    group = next(g for g in space.free if g.kind == "kernel" and 137 in g.members)
+    broken = replace(group.candidates[1], operations=())
+    space = replace(space, free=(replace(group, candidates=(group.candidates[0], broken)),), frozen=())
+    with rewrite_checking(facts, space, (1,), Budgets.of(reference_plan), fork) as checking:
+        assert checking.alone.forked == fork
+        with pytest.raises(IllegalRewrite, match="check: .*Gemm family"):
+            checking.checked()
+    with rewrite_checking(facts, space, (0,), Budgets.of(reference_plan), fork) as checking:
+        assert checking.checked().plan == rewrite(facts, space, (0,), Budgets.of(reference_plan)).plan

@@ -716,7 +716,10 @@ class _LeftOut:
         at = np.repeat(np.array([self.offsets[g] for g in self.group.tolist()], dtype=np.int64), lengths) + (
             np.arange(int(lengths.sum())) - np.repeat(starts, lengths))
         self.slots = _Slots(starts, lengths, at, np.arange(len(self.row)), self.row, self.row + 1, len(problem.rows))
-        self.terms = [term for _, term in occurrences]
+        empty = np.zeros(0, dtype=np.int64)
+        self.standard, self.interleaved = (np.concatenate([term[k] for _, term in occurrences]).astype(np.int64)
+                                           if occurrences else empty for k in (1, 2))
+        """Every occurrence's choices' bytes, end to end, per class: laid flat once for every rule."""
 
     def weighted_rows(self, problem: Problem, a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Under the rule `a x standard + b x interleaved`: per row, its bytes no left-out choice changes less its
@@ -737,8 +740,7 @@ class _LeftOut:
             hit[hit] = keys[order[found[hit]]] == wanted[hit]
             own[hit] = least[order[found[hit]]]
         base = kept - np.bincount(self.row, weights=own, minlength=table.rows).astype(np.int64)
-        choices = np.concatenate([a * s + b * i for g, s, i in self.terms]) if self.terms else np.zeros(0, np.int64)
-        return base, own, choices.astype(np.int64)
+        return base, own, a * self.standard + b * self.interleaved
 
 
 def solution_fingerprint(choice: tuple[int, ...]) -> str:

@@ -118,6 +118,13 @@ def against(before: Plan, after: Plan, scope: str = "full", *, after_facts: Plan
     candidate space of `before` in `scope`, when the caller has them already (the optimiser re-checking its own
     output); a space with more frozen (pins, `keep_classes`) holds the rewrite to it.
     """
+    return [*rewrite_violations(before, after, scope, before_facts=before_facts, space=space),
+            *check_violations(after, after_facts)]
+
+
+def rewrite_violations(before: Plan, after: Plan, scope: str = "full", *, before_facts: PlanFacts | None = None,
+                       space: CandidateSpace | None = None) -> list[str]:
+    """`against`'s rules that compare `after` with `before` (`structure`, `insertion`, `scope`), in that order."""
     scope = scope_named(scope).value
     facts = before_facts or plan_facts(before)
     space = space or candidate_space(facts, scope)
@@ -128,8 +135,12 @@ def against(before: Plan, after: Plan, scope: str = "full", *, after_facts: Plan
         *(f"structure: {line}" for line in structure_violations(before, after, aligned, born_at)),
         *(f"insertion: {line}" for line in insertion_violations(before, after, aligned, gathers, scope, born_at)),
         *(f"scope: {line}" for line in scope_violations(facts, after, scope, gathers, space, aligned)),
-        *(f"check: {mismatch}" for mismatch in check(after, after_facts)),
     ]
+
+
+def check_violations(after: Plan, after_facts: PlanFacts | None = None) -> list[str]:
+    """`against`'s last rule: `after` alone passes `check`."""
+    return [f"check: {mismatch}" for mismatch in check(after, after_facts)]
 
 
 def alignment(before: Plan, after: Plan) -> Alignment:

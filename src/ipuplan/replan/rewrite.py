@@ -6,17 +6,20 @@ REPLAN.md ("What the output must satisfy") holds against the input.
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import TypeVar
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import Self, TypeVar
 
 from ipuplan.errors import IpuplanError
 from ipuplan.facts.estimate import Estimate, ValueBytes, estimate
 from ipuplan.facts.plan_facts import PlanFacts, rewritten_facts
 from ipuplan.plan.budgets import Budgets
 from ipuplan.plan.collector import gc_paused
+from ipuplan.plan.forked import Forked
 from ipuplan.plan.format import Plan, Step, Value
 from ipuplan.plan.layout import format_layout
-from ipuplan.replan.against import against
+from ipuplan.replan.against import check_violations, rewrite_violations
 from ipuplan.replan.gathers import with_gathers
 from ipuplan.space.types import CandidateSpace
 
@@ -112,7 +115,47 @@ def apply_choice(plan: Plan, space: CandidateSpace, choice: tuple[int, ...]) -> 
 
 def rewrite(facts: PlanFacts, space: CandidateSpace, choice: tuple[int, ...], budgets: Budgets) -> PlanFacts:
     """The rewritten plan's facts, the plan re-checked by its own estimate; raises IllegalRewrite
-    rather than return a plan that fails.
+    rather than return a plan that fails (`rewrite_checking`, checked here)."""
+    with rewrite_checking(facts, space, choice, budgets, fork=False) as checking:
+        return checking.checked()
+
+
+@dataclass(frozen=True)
+class Checking:
+    """A rewritten plan's facts while its output contract is checked (`against`): the plan alone (`check`) maybe in
+    a forked copy of the process (`plan.forked`), what the run reports of the plan worked out meanwhile, then the
+    rules that compare it with the input; the plan is returned only once `checked`. A context manager: left before
+    `checked`, the check is ended."""
+
+    facts: PlanFacts
+    alone: Forked[list[str]]
+    """`check_violations` of the plan, being found."""
+    compared: Callable[[], list[str]]
+    """`rewrite_violations` against the input, found when `checked` is asked."""
+
+    def checked(self) -> PlanFacts:
+        """The facts, once the check found nothing; IllegalRewrite otherwise."""
+        problems = [*self.compared(), *self.alone.result()]
+        if problems:
+            shown = "; ".join(problems[:3]) + (f"; ... ({len(problems) - 3} more)" if len(problems) > 3 else "")
+            raise IllegalRewrite(f"rewritten plan fails its checks ({len(problems)}): {shown}")
+        return self.facts
+
+    @classmethod
+    def already(cls, facts: PlanFacts) -> Checking:
+        """Facts checked before (the input returned unchanged, checked when the run was prepared)."""
+        return cls(facts, Forked(list, fork=False), list)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.alone.cancel()
+
+
+def rewrite_checking(facts: PlanFacts, space: CandidateSpace, choice: tuple[int, ...], budgets: Budgets,
+                     fork: bool) -> Checking:
+    """The rewritten plan's facts, its check begun (`check` in a forked copy when `fork`).
 
     The facts are inferred once, from the plan before its derived fields are written: the
     estimate, liveness and dataflow read layouts, shapes and live sets, never derived numbers. What of them reads
@@ -123,11 +166,13 @@ def rewrite(facts: PlanFacts, space: CandidateSpace, choice: tuple[int, ...], bu
                                facts.live.born_at)
         inferred = rewritten_facts(facts, applied)
         rewritten = replace(inferred, plan=with_derived_fields(applied, inferred.estimate))
-        # the whole output contract of the run's scope, from outside the optimiser (it runs `check` too), against
-        # the run's own facts and space: a choice the space did not offer is refused here, not written
-        problems = against(facts.plan, rewritten.plan, space.scope, after_facts=rewritten, before_facts=facts,
-                           space=space)
-    if problems:
-        shown = "; ".join(problems[:3]) + (f"; ... ({len(problems) - 3} more)" if len(problems) > 3 else "")
-        raise IllegalRewrite(f"rewritten plan fails its checks ({len(problems)}): {shown}")
-    return rewritten
+    # the whole output contract of the run's scope, from outside the optimiser (`against`'s two parts), against
+    # the run's own facts and space: a choice the space did not offer is refused here, not written
+    return Checking(rewritten, Forked(_paused, partial(check_violations, rewritten.plan, rewritten), fork=fork),
+                    partial(_paused, partial(rewrite_violations, facts.plan, rewritten.plan, space.scope,
+                                             before_facts=facts, space=space)))
+
+
+def _paused(call: Callable[[], list[str]]) -> list[str]:
+    with gc_paused():
+        return call()

@@ -134,14 +134,24 @@ def test_unknown_operation_is_kept_and_freezes_what_it_may_touch(reference_plan)
     assert check(result.plan) == [] and result.after.raw_peak <= result.before.raw_peak
 
 
-def test_structurally_inconsistent_input_is_refused_not_blamed_on_the_optimiser(reference_plan):
+@pytest.mark.parametrize("forked", [False, True])
+def test_structurally_inconsistent_input_is_refused_not_blamed_on_the_optimiser(reference_plan, monkeypatch, forked):
+    """Also where the check runs in a forked copy beside the candidate space (a large plan's, `FORK_VALUES`), and
+    whatever the space then breaks on."""
     from reference import with_step
 
     from ipuplan.errors import PlanError
+    from ipuplan.replan import pipeline
 
+    if forked:
+        monkeypatch.setattr(pipeline, "FORK_VALUES", 0)
     text = reference_plan.steps[12].operation.replace("inner_block: 288", "inner_block: 96")
     with pytest.raises(PlanError, match="input plan is inconsistent: step 12: Gemm family"):
         optimize(with_step(reference_plan, 12, operation=text), time_limit=2)
+    if forked:
+        monkeypatch.setattr(pipeline, "live_sets", lambda *_: 1 / 0)
+        with pytest.raises(PlanError, match="input plan is inconsistent: step 12: Gemm family"):
+            optimize(with_step(reference_plan, 12, operation=text), time_limit=2)
 
 
 def test_stale_derived_numbers_are_simply_recomputed(reference_plan):

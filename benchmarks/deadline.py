@@ -26,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tables import busy, print_table
+from tables import busy, head_commit, print_table
 
 REFERENCE = ROOT / "models" / "vit-so400m-finalist-5.json"
 RESULTS = ROOT / "benchmarks" / "results"
@@ -85,7 +85,9 @@ def main() -> None:
     print_table(rows, title)
     RESULTS.mkdir(exist_ok=True)
     header = list(rows[0])
-    lines = [f"# {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    command = " ".join(["benchmarks/deadline.py", *sys.argv[1:]])
+    lines = [f"# {title}", "", f"`.venv/bin/python {command}` (written by it), source of {head_commit()}.", "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(row[k]) for k in header) + " |" for row in rows]
     (RESULTS / f"deadline{'-busy' if args.busy else ''}.md").write_text("\n".join(lines) + "\n")
 

@@ -39,7 +39,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tables import busy
+from tables import busy, head_commit
 
 GRACE = 30.0
 """Seconds past its timeout after which a run is ended (the contest would have scored it as no solution)."""
@@ -220,12 +220,6 @@ def table_row(letter: str, reference: Reference, run: dict | None, ended: str, p
 def disagreement(run: dict) -> str:
     """What the solver's own figure says, where it differs from the evaluator's (it should never)."""
     return "" if run["solver_cost"] == run["cost"] else f"; the solver said {run['solver_cost']:,}"
-
-
-def head_commit() -> str:
-    found = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                           check=False)
-    return found.stdout.strip() or "?"
 
 
 def toulbar2_version() -> str:

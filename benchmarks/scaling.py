@@ -31,7 +31,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tables import busy, cell, print_table
+from tables import busy, cell, head_commit, print_table
 
 REFERENCE = ROOT / "models" / "vit-so400m-finalist-5.json"
 RESULTS = ROOT / "benchmarks" / "results"
@@ -181,7 +181,8 @@ def markdown(rows: list[dict], title: str = TITLE, flags: str = "") -> str:
         return ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers),
                 *("| " + " | ".join(cell(item.get(h, "")) for h in headers) + " |" for item in items)]
 
-    return "\n".join([f"# {title}", "", f"`.venv/bin/python benchmarks/scaling.py{flags}` (written by it).", "",
+    command = f"`.venv/bin/python benchmarks/scaling.py{flags}` (written by it), source of {head_commit()}."
+    return "\n".join([f"# {title}", "", command, "",
                       *table(rows), "", "## Issue 20's targets", "", *table(targets(rows)), ""])
 
 

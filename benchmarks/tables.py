@@ -15,6 +15,13 @@ from contextlib import contextmanager
 os.environ.setdefault("IPUPLAN_CACHE_DIR", "off")
 
 
+def head_commit() -> str:
+    """The checked-out commit, short (what a results file names as the source it measured)."""
+    found = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=os.path.dirname(os.path.abspath(__file__)),
+                           capture_output=True, text=True, check=False)
+    return found.stdout.strip() or "?"
+
+
 @contextmanager
 def busy(on: bool):
     """Two CPU-bound loops beside the runs, when `on`: a shared build machine (on 2 cores a run gets about a third of

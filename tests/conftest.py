@@ -12,6 +12,7 @@ from ipuplan import Plan, load_plan
 from ipuplan.facts.plan_facts import plan_facts
 from ipuplan.model.build import problem_of
 from ipuplan.model.exact import exact_problem
+from ipuplan.plan import forked
 from ipuplan.replan.options import OptimizeOptions
 from ipuplan.replan.pipeline import optimize, prepare
 from ipuplan.space.scopes import candidate_space
@@ -84,3 +85,9 @@ def prepared(request, reference_plan):
 def priced(prepared):
     """The exact exchange of the prepared run as a problem's costs."""
     return exact_problem(prepared.facts, prepared.space, prepared.problem)
+
+
+@pytest.fixture()
+def forks_allowed(monkeypatch):
+    """`plan.forked` may fork, as in the program (`ipuplan.cli.program.main`), for this test only."""
+    monkeypatch.setitem(forked._allowed, "forks", True)

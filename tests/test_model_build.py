@@ -139,3 +139,8 @@ def test_a_term_that_meets_two_left_out_terms_becomes_two_terms_and_the_table_is
     wider = promoted_problem(narrow, {0: np.array([True])}, ((0, 0, 0),))
     assert "table" not in wider.__dict__ and wider.left_out == ()
     assert wider.table.terms == 2 and wider.usage((2,)).standard.tolist() == [6, 9]
+
+
+def test_a_left_out_term_without_its_groups_term_at_its_row_does_not_read_off():
+    narrow = replace(problem([StepRow(0, 1, 0, ((1, b(3, 4), b(0, 0)),))], (1, 2)), left_out=(((0, b(5), b(0)),),))
+    assert promoted_problem(narrow, {0: np.array([True])}, ((0, 0), (0, 0))) is None

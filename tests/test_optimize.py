@@ -135,8 +135,9 @@ def test_unknown_operation_is_kept_and_freezes_what_it_may_touch(reference_plan)
 
 
 @pytest.mark.parametrize("forked", [False, True])
-def test_structurally_inconsistent_input_is_refused_not_blamed_on_the_optimiser(reference_plan, monkeypatch, forked):
-    """Also where the check runs in a forked copy beside the candidate space (a large plan's, `FORK_VALUES`), and
+def test_structurally_inconsistent_input_is_refused_not_blamed_on_the_optimiser(reference_plan, monkeypatch, forked,
+                                                                                forks_allowed):
+    """Also where the check runs in a forked copy beside the candidate space (a large plan's, `forks`), and
     whatever the space then breaks on."""
     from reference import with_step
 
@@ -144,7 +145,7 @@ def test_structurally_inconsistent_input_is_refused_not_blamed_on_the_optimiser(
     from ipuplan.replan import pipeline
 
     if forked:
-        monkeypatch.setattr(pipeline, "FORK_VALUES", 0)
+        monkeypatch.setattr(pipeline, "forks", lambda size, options: True)
     text = reference_plan.steps[12].operation.replace("inner_block: 288", "inner_block: 96")
     with pytest.raises(PlanError, match="input plan is inconsistent: step 12: Gemm family"):
         optimize(with_step(reference_plan, 12, operation=text), time_limit=2)

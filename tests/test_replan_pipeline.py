@@ -4,6 +4,7 @@ layout meets and the best effort's soft solve share one deadline, `time_limit` a
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -171,13 +172,23 @@ def test_the_search_a_run_got_is_said_in_deterministic_units_the_same_twice(refe
 
 
 def test_a_large_plans_check_in_a_forked_copy_returns_the_same_plan_and_its_exchange_counted_meanwhile(
-        reference_plan, monkeypatch):
-    """The reference plan taken for a large one (`FORK_VALUES`): the same plan comes back, and both plans' exact
+        reference_plan, monkeypatch, forks_allowed):
+    """The reference plan taken for a large one (`forks`): the same plan comes back, and both plans' exact
     exchange, counted while the copy checked, is what counting them again gives."""
     alone = optimize(reference_plan, workers=1, time_limit=10)
-    monkeypatch.setattr(pipeline, "FORK_VALUES", 0)
+    monkeypatch.setattr(pipeline, "forks", lambda size, options: True)
     beside = optimize(reference_plan, workers=1, time_limit=10)
     assert alone.priced_output is None and beside.priced_output is not None
     assert dump_plan(beside.plan) == dump_plan(alone.plan)
     assert beside.output_exchange.total == plan_exchange(beside.plan, beside.facts).total == alone.exchange_after
     assert beside.input_exchange.total == alone.exchange_before
+
+
+@pytest.mark.parametrize(("values", "workers", "cores", "forked"), [
+    (5_000, 2, 2, True), (4_999, 2, 2, False), (5_000, 1, 2, False), (5_000, 2, 1, False)])
+def test_a_run_forks_its_checks_from_5000_values_with_two_workers_on_two_cores(monkeypatch, values, workers, cores,
+                                                                              forked):
+    monkeypatch.setattr(pipeline.os, "sched_getaffinity", lambda pid: set(range(cores)))
+    size = pipeline.RunSize(values=values, steps=1, live=1, tiles=1472, bytes=1 << 20)
+    assert pipeline.forks(size, OptimizeOptions(workers=workers)) == forked
+    assert not pipeline.forks(replace(size, bytes=1 << 60), OptimizeOptions(workers=workers))

@@ -105,7 +105,8 @@ def test_derived_fields_of_a_consistent_plan_copy_nothing(reference_plan):
 
 
 @pytest.mark.parametrize("fork", [True, False])
-def test_a_check_made_in_a_forked_copy_refuses_a_broken_family_as_one_made_here(reference_plan, facts, spaces, fork):
+def test_a_check_made_in_a_forked_copy_refuses_a_broken_family_as_one_made_here(reference_plan, facts, spaces, fork,
+                                                                                forks_allowed):
     """A Gemm family's candidate with new layouts but its old inner blocks: `check` (in the copy, or here) finds it
     and the plan is refused; the input's choice passes either way."""
     space = spaces["kernels"]

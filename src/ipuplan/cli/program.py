@@ -12,6 +12,7 @@ import typer
 
 from ipuplan.cli import read_commands, solve_commands, workbench_commands  # noqa: F401 - their commands join the app
 from ipuplan.cli.common import RUN, Command, Terminated, app, settle
+from ipuplan.plan.forked import allow_forks
 
 try:  # newer typer carries its own copy of click, whose errors are the ones raised
     from typer._click import exceptions as click_errors
@@ -25,6 +26,7 @@ def main(args: list[str] | None = None) -> int:
     command = Command() if args is None and threading.current_thread() is threading.main_thread() else None
     if command is not None:
         command.start()
+        allow_forks()  # the program's other threads take no lock a forked check needs (`plan.forked`)
     try:  # an interrupt raises at the next Python call, wherever that is: every one until the last is in here
         code = _run(args)
         if command is not None:

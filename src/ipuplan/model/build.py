@@ -432,23 +432,30 @@ def _undominated(rows: FlatRows) -> list[int]:
 def widened_problem(facts: PlanFacts, narrow: Problem, space: CandidateSpace, chosen: dict[int, np.ndarray],
                     live: LiveSets | None = None) -> Problem:
     """The problem of `space`: `narrow`'s space with the left-out choices `chosen` (per group, a mask) made
-    candidates after the kept ones (`space.scopes.with_promoted`), read off `narrow`'s rows. A promoted choice's bytes
-    at a row are its left-out bytes there, so a widened group's term is its kept term followed by the chosen entries
-    of its left-out term, and the rest stay left out. Every row's terms map one to one, so the rows kept are the same
-    (at 50k values 8,550 of 31,920 rows change; building them again took 1 s). Built again (`problem_of`) where a
-    promotion made fewer candidates than it was asked for, or the rows are given as a table."""
-    promoted = {g: mask for g, mask in chosen.items() if mask.any() and narrow.left_out}
-    counts = tuple(len(group.candidates) for group in space.free)
-    expected = tuple(n + int(promoted[g].sum()) if g in promoted else n for g, n in enumerate(narrow.candidate_counts))
-    if counts != expected or narrow.edges or not isinstance(narrow.rows, tuple):
-        return problem_of(facts, space, live)
-    return promoted_problem(narrow, promoted, proxy_exchange(space))
+    candidates after the kept ones (`space.scopes.with_promoted`), read off `narrow`'s rows (`promoted_problem`: at
+    50k values 8,550 of 31,920 rows change; building them again took 1 s). Built again (`problem_of`) where a
+    promotion made fewer candidates than it was asked for, or the rows do not read off."""
+    promoted = {g: mask for g, mask in chosen.items() if mask.any()} if narrow.left_out else {}
+    if tuple(len(group.candidates) for group in space.free) == _promoted_counts(narrow, promoted):
+        found = promoted_problem(narrow, promoted, proxy_exchange(space))
+        if found is not None:
+            return found
+    return problem_of(facts, space, live)
 
 
-def promoted_problem(narrow: Problem, promoted: dict[int, np.ndarray], exchange: tuple[tuple[int, ...], ...]) -> (
-        Problem):
+def _promoted_counts(narrow: Problem, promoted: dict[int, np.ndarray]) -> tuple[int, ...]:
+    return tuple(n + int(promoted[g].sum()) if g in promoted else n for g, n in enumerate(narrow.candidate_counts))
+
+
+def promoted_problem(narrow: Problem, promoted: dict[int, np.ndarray],
+                     exchange: tuple[tuple[int, ...], ...]) -> Problem | None:
     """`narrow` with each group's left-out choices `promoted` (a mask) appended to its candidates, whose exchange is
-    then `exchange`: at each row, the group's term followed by the chosen entries of its left-out term there."""
+    then `exchange`. A promoted choice's bytes at a row are its left-out bytes there: the group's term there becomes
+    its term followed by the chosen entries of its left-out term, and the rest stay left out. Every row's terms map
+    one to one, so the rows `narrow` kept are the ones to keep. None where the rows do not read off: pairwise edges,
+    rows given as a table, a left-out term without its group's term at its row."""
+    if narrow.edges or not isinstance(narrow.rows, tuple):
+        return None
     rows, left_out = list(narrow.rows), list(narrow.left_out)
     made: dict[tuple[int, int], tuple[Term, Term | None]] = {}
     changed: list[tuple[int, int, Term]] = []
@@ -457,6 +464,8 @@ def promoted_problem(narrow: Problem, promoted: dict[int, np.ndarray], exchange:
             continue
         row = rows[r]
         terms = {term[0]: term for term in row.terms}
+        if any(left[0] in promoted and left[0] not in terms for left in held):
+            return None
         widened = {left[0]: _promoted_terms(made, terms[left[0]], left, promoted[left[0]])
                    for left in held if left[0] in promoted}
         changed += [(r, k, widened[term[0]][0]) for k, term in enumerate(row.terms) if term[0] in widened]
@@ -464,26 +473,29 @@ def promoted_problem(narrow: Problem, promoted: dict[int, np.ndarray], exchange:
                           tuple(widened[term[0]][0] if term[0] in widened else term for term in row.terms))
         left_out[r] = tuple(left for left in (widened[left[0]][1] if left[0] in widened else left for left in held)
                             if left is not None)
-    counts = tuple(n + int(promoted[g].sum()) if g in promoted else n for g, n in enumerate(narrow.candidate_counts))
-    return narrow.with_table(_widened_table(narrow, promoted, changed), candidate_counts=counts, rows=tuple(rows),
-                             exchange=exchange, left_out=tuple(left_out) if any(left_out) else ())
+    return narrow.with_table(_widened_table(narrow, promoted, changed), candidate_counts=_promoted_counts(
+        narrow, promoted), rows=tuple(rows), exchange=exchange, left_out=tuple(left_out) if any(left_out) else ())
 
 
-def _widened_table(narrow: Problem, promoted: dict[int, np.ndarray], changed: list[tuple[int, int, Term]]) -> (
-        TermTable | None):
+def _widened_table(narrow: Problem, promoted: dict[int, np.ndarray],
+                   changed: list[tuple[int, int, Term]]) -> TermTable | None:
     """`narrow`'s table (when built, its occurrences laid out) with each promoted group's terms widened as at the
-    `changed` (row, place in the row, widened term): the same spans, where every such term met one left-out term
-    wherever it occurs (else None: the table is laid flat from the rows when first asked for)."""
+    `changed` (row, place in the row, widened term): the same spans, where every such term became one widened term
+    at every row it occurs at (else None: the table is laid flat from the rows when first asked for)."""
     table = narrow.__dict__.get("table")
     if table is None or "occurrences" not in table.__dict__ or not changed:
         return None
     rows, places, terms = zip(*changed)
-    numbers = table.term[np.searchsorted(table.row, np.array(rows)) + np.array(places)].tolist()
+    numbers = table.term[np.searchsorted(table.row, np.array(rows)) + np.array(places)]
+    if not np.array_equal(table.group[numbers], [term[0] for term in terms]):  # the occurrences are not the rows'
+        return None
     widened: dict[int, Term] = {}
-    for k, term in zip(numbers, terms):
+    for k, term in zip(numbers.tolist(), terms):
         if widened.setdefault(k, term) is not term:
             return None
-    if set(np.flatnonzero(np.isin(table.group, list(promoted))).tolist()) != widened.keys():
+    promoted_terms = np.flatnonzero(np.isin(table.group, list(promoted)))
+    if set(promoted_terms.tolist()) != widened.keys() or not np.array_equal(
+            np.bincount(numbers, minlength=table.terms)[promoted_terms], table.live_rows[promoted_terms]):
         return None
     lengths = table.counts.copy()
     lengths[list(widened)] = [len(term[1]) for term in widened.values()]

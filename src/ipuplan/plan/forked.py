@@ -1,32 +1,54 @@
 """A pure call made in a forked copy of this process while this one goes on: on a 2-core machine a large plan's
 re-check (1.4 s at 50k values) runs beside the figures the run reports of it. The copy shares every object
-copy-on-write, so only the result is pickled. Where no fork is wanted or possible, or the copy dies or its answer
-cannot be read, the call is made here when its result is asked for: the result is the same either way.
+copy-on-write, so only the result is pickled. Where no fork is wanted, allowed or possible, or the copy dies or its
+answer cannot be read, the call is made here when its result is asked for: the result is the same either way.
+
+Forks are off until `allow_forks`: a copy has only the thread that forked, and a lock another thread held at that
+moment stays held in it for good (Python 3.11's `cached_property` takes one per property, for every instance). The
+CLI allows them: its other threads (a progress ticker, a signal taker) take no lock the calls here need.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
+import select
 import signal
+import traceback
+import warnings
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Generic, NoReturn, TypeVar
+
+from ipuplan.plan.collector import gc_paused
 
 T = TypeVar("T")
 
 _READ = 1 << 16
+_POLL_SECONDS = 0.05
+"""How often the wait for a copy looks up: an interrupt handed to this thread (`cli.signals`) is taken then."""
+
+_allowed = {"forks": False}
+
+
+def allow_forks(allowed: bool = True) -> None:
+    """Let `Forked` fork, for the rest of the process (module docstring)."""
+    _allowed["forks"] = allowed
+
+
+class ForkedError(Exception):
+    """What a call raised in the copy, where its own exception could not be re-raised here (its text and trace)."""
 
 
 class Forked(Generic[T]):
-    """`function(*arguments)`, made in a forked copy when `fork` (and the system forks); `result` waits for it.
-    A context manager: leaving it before the result was read ends the copy."""
+    """`function(*arguments)` (with the collector held off), made in a forked copy when `fork` and forks are
+    allowed; `result` waits for it, once. A context manager: left before the result was read, the copy is ended."""
 
     def __init__(self, function: Callable[..., T], *arguments, fork: bool = True) -> None:
         self._function, self._arguments = function, arguments
-        self._pid, self._reader = _started(self._call) if fork and hasattr(os, "fork") else (None, None)
-
-    def _call(self) -> T:
-        return self._function(*self._arguments)
+        self._outcome: tuple[str, object] | None = None
+        wanted = fork and _allowed["forks"] and hasattr(os, "fork")
+        self._pid, self._reader = _started(self._function, arguments) if wanted else (None, None)
 
     @property
     def forked(self) -> bool:
@@ -35,18 +57,30 @@ class Forked(Generic[T]):
 
     def result(self) -> T:
         """The call's result, or what it raised, raised here."""
-        if self._pid is None:
-            return self._call()
-        data = _read_all(self._reader)
-        self._ended()
-        try:
-            kind, value = pickle.loads(data)
-        except (EOFError, pickle.UnpicklingError, AttributeError, ImportError, TypeError, ValueError):
-            # the copy died (killed, out of memory) or its answer does not unpickle
-            return self._call()
+        if self._outcome is None:
+            self._outcome = self._answer() if self._pid is not None else None
+            if self._outcome is None:
+                self._outcome = _outcome(self._function, self._arguments)
+        kind, value = self._outcome
         if kind == "raised":
             raise value
         return value
+
+    def _answer(self) -> tuple[str, object] | None:
+        """The copy's outcome; None where it died (killed, out of memory) or its answer does not unpickle."""
+        try:
+            data = _read_all(self._reader)
+        except BaseException:  # an interrupt of the wait: the copy is ended, not waited for
+            self.cancel()
+            raise
+        self._ended()
+        try:
+            kind, value, trace = pickle.loads(data)
+        except (EOFError, pickle.UnpicklingError, AttributeError, ImportError, TypeError, ValueError):
+            return None
+        if kind == "raised" and trace:
+            value.__cause__ = ForkedError(trace)
+        return kind, value
 
     def cancel(self) -> None:
         """End the copy, if it still runs; its result is not wanted."""
@@ -58,9 +92,13 @@ class Forked(Generic[T]):
             self._ended()
 
     def _ended(self) -> None:
-        os.close(self._reader)
-        os.waitpid(self._pid, 0)
+        pid, reader = self._pid, self._reader
         self._pid = self._reader = None
+        os.close(reader)
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:  # reaped already (a host that ignores SIGCHLD)
+            pass
 
     def __enter__(self) -> Forked[T]:
         return self
@@ -69,38 +107,62 @@ class Forked(Generic[T]):
         self.cancel()
 
 
-def _started(call: Callable[[], object]) -> tuple[int | None, int | None]:
-    """(the copy's pid, the end its answer is read from); (None, None) where the system refuses a fork."""
-    reader, writer = os.pipe()
+def _outcome(function: Callable[..., object], arguments: tuple) -> tuple[str, object]:
+    """The call made here: ("returned", its result) or ("raised", what it raised)."""
+    try:
+        with gc_paused():
+            return "returned", function(*arguments)
+    except Exception as error:  # noqa: BLE001 - raised again by `result`, as a copy's is
+        return "raised", error
+
+
+def _started(function: Callable[..., object], arguments: tuple) -> tuple[int | None, int | None]:
+    """(the copy's pid, the end its answer is read from); (None, None) where the system refuses a pipe or a fork."""
+    try:
+        reader, writer = os.pipe()
+    except OSError:
+        return None, None
+    pid = None
     try:
         pid = os.fork()
+        if pid == 0:
+            _answer(function, arguments, reader, writer)
+        os.close(writer)
+        return pid, reader
     except OSError:
         os.close(reader)
         os.close(writer)
         return None, None
-    if pid:
-        os.close(writer)
-        return pid, reader
-    _answer(call, reader, writer)  # never returns
+    except BaseException:  # an interrupt between the fork and here: the copy ended, nothing left open
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        for end in (reader, writer):
+            try:
+                os.close(end)
+            except OSError:
+                pass
+        raise
 
 
-def _answer(call: Callable[[], object], reader: int, writer: int) -> None:
+def _answer(function: Callable[..., object], arguments: tuple, reader: int, writer: int) -> NoReturn:
     """In the copy: make the call, write its pickled outcome, and end at once (`os._exit`: no atexit hook nor flush
-    of streams another thread of the parent may have held at the fork). Interrupts are the parent's to take."""
+    of streams another thread of the parent may have held at the fork). Interrupts are the parent's to take and a
+    termination ends the copy (the CLI's main thread blocks both: `cli.signals`); nothing is written to a stream."""
     try:
         os.close(reader)
+        gc.disable()  # the copy is short-lived and its garbage dies with it
+        warnings.simplefilter("ignore")
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
         try:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-        except ValueError:  # a fork made off the main thread keeps its handlers
-            pass
-        try:
-            outcome = ("returned", call())
-        except BaseException as error:  # noqa: BLE001 - every outcome goes back to the parent
-            outcome = ("raised", error)
-        try:
-            payload = pickle.dumps(outcome)
-        except Exception:  # noqa: BLE001 - an outcome that does not pickle is made again by the parent
-            payload = b""
+            outcome = ("returned", function(*arguments), "")
+        except MemoryError:
+            raise
+        except Exception as error:  # noqa: BLE001 - raised again in the parent
+            outcome = ("raised", error, traceback.format_exc())
+        payload = pickle.dumps(outcome)
         view = memoryview(payload)
         while view:
             view = view[os.write(writer, view):]
@@ -109,7 +171,14 @@ def _answer(call: Callable[[], object], reader: int, writer: int) -> None:
 
 
 def _read_all(reader: int) -> bytes:
+    """Everything the copy writes, until it ends; a wait that looks up every `_POLL_SECONDS` so that an interrupt
+    handed to this thread is taken (and the copy ended by the caller's context)."""
     parts = []
-    while chunk := os.read(reader, _READ):
+    while True:
+        ready, _, _ = select.select([reader], [], [], _POLL_SECONDS)
+        if not ready:
+            continue
+        chunk = os.read(reader, _READ)
+        if not chunk:
+            return b"".join(parts)
         parts.append(chunk)
-    return b"".join(parts)

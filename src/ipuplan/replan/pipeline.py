@@ -77,6 +77,8 @@ def prepare(plan: Plan, options: OptimizeOptions, on_phase: Phase = _silent) -> 
     facts = plan_facts(plan, options.budgets_for(plan))
     facts.elementwise  # noqa: B018 - the check and the space both read it: found here, before the check forks
     with Forked(structural_problems, facts, fork=forks(size, options)) as checking:
+        if not checking.forked:  # refused before anything is built on it
+            _refuse_inconsistent(checking.result())
         try:
             pins, space = prepared_space(facts, options, on_phase)
             on_phase("problem", f"{len(space.free):,} free groups, "
@@ -107,19 +109,14 @@ def prepared_space(facts: PlanFacts, options: OptimizeOptions,
     return pins, candidate_space(facts, options.scope, pins.frozen, keep_classes=options.keep_classes)
 
 
-def require_structurally_consistent(facts: PlanFacts) -> None:
-    """Refuse a plan whose layouts, families or scratch break the format's rules (PlanError, exit 2); stale
-    derived numbers (bytes, usage, peaks) the rewrite recomputes."""
-    _refuse_inconsistent(structural_problems(facts))
-
-
 def structural_problems(facts: PlanFacts) -> list[Mismatch]:
-    """What `check` finds of the plan that breaks the format's rules (not the derived numbers a rewrite
-    recomputes)."""
+    """What `check` finds of the plan that breaks the format's rules: its layouts, families or scratch (not the
+    stale derived numbers, bytes, usage and peaks, that the rewrite recomputes)."""
     return [m for m in check(facts.plan, facts) if m.kind.structural]
 
 
 def _refuse_inconsistent(problems: list[Mismatch]) -> None:
+    """PlanError (exit 2) for a plan with `structural_problems`."""
     if problems:
         more = f" (and {len(problems) - 1} more; run `ipuplan check`)" if len(problems) > 1 else ""
         raise PlanError(f"the input plan is inconsistent: {problems[0]}{more}")
@@ -337,8 +334,10 @@ a smaller plan the fork would cost more than it saves."""
 
 
 def forks(size: RunSize | None, options: OptimizeOptions) -> bool:
-    """Whether a run of `size` checks a plan in a forked copy of the process (`FORK_VALUES`)."""
-    return (size is not None and size.values >= FORK_VALUES and (os.cpu_count() or 1) > 1
+    """Whether a run of `size` checks a plan in a forked copy of the process (`FORK_VALUES`): it may use two
+    cores (`workers`; `explore` gives each job its share) and this process has them."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return (size is not None and size.values >= FORK_VALUES and min(cores, options.workers) > 1
             and 2 * size.bytes <= memory_limit(options.memory_limit))
 
 
@@ -599,12 +598,16 @@ def _result(prepared: Prepared, solved: SolveResult, explanation: Explanation | 
     checking, note = _result_facts(prepared, solved, exact)
     with checking:
         after = checking.facts
-        changes = value_changes(facts.plan, after.plan, facts.estimate, after.estimate)
-        choice = solved.choice if changes else problem.input_choice
-        beside = checking.alone.forked
-        # with `exact` the model priced the plan's own figure; the input's is that definition too
-        input_exchange = plan_exchange(facts.plan, facts) if exact is not None or beside else None
-        output_exchange = plan_exchange(after.plan, after) if beside else None
+        try:
+            changes = value_changes(facts.plan, after.plan, facts.estimate, after.estimate)
+            choice = solved.choice if changes else problem.input_choice
+            beside = checking.alone.forked
+            # with `exact` the model priced the plan's own figure; the input's is that definition too
+            input_exchange = plan_exchange(facts.plan, facts) if exact is not None or beside else None
+            output_exchange = plan_exchange(after.plan, after) if beside else None
+        except Exception:
+            checking.checked()  # a plan that fails its checks is refused as one, whatever it broke here
+            raise
         if exact is None:
             model = problem.exchange_of(problem.input_choice), problem.exchange_of(choice), problem.fingerprint()
         else:

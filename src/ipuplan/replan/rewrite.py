@@ -168,7 +168,7 @@ def rewrite_checking(facts: PlanFacts, space: CandidateSpace, choice: tuple[int,
         rewritten = replace(inferred, plan=with_derived_fields(applied, inferred.estimate))
     # the whole output contract of the run's scope, from outside the optimiser (`against`'s two parts), against
     # the run's own facts and space: a choice the space did not offer is refused here, not written
-    return Checking(rewritten, Forked(_paused, partial(check_violations, rewritten.plan, rewritten), fork=fork),
+    return Checking(rewritten, Forked(check_violations, rewritten.plan, rewritten, fork=fork),
                     partial(_paused, partial(rewrite_violations, facts.plan, rewritten.plan, space.scope,
                                              before_facts=facts, space=space)))
 

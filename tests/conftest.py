@@ -13,6 +13,7 @@ from ipuplan.facts.plan_facts import plan_facts
 from ipuplan.model.build import problem_of
 from ipuplan.model.exact import exact_problem
 from ipuplan.plan import forked
+from ipuplan.replan import size as run_sizes
 from ipuplan.replan.options import OptimizeOptions
 from ipuplan.replan.pipeline import optimize, prepare
 from ipuplan.space.scopes import candidate_space
@@ -91,3 +92,10 @@ def priced(prepared):
 def forks_allowed(monkeypatch):
     """`plan.forked` may fork, as in the program (`ipuplan.cli.program.main`), for this test only."""
     monkeypatch.setitem(forked._allowed, "forks", True)
+
+
+@pytest.fixture(autouse=True)
+def machine_alone(monkeypatch):
+    """Every run sized as on a machine alone (`replan.size.machine_slowdown`), so that no test's outcome depends on
+    the load of the machine it runs on; `tests/test_replan_size.py` measures the slowdown itself."""
+    monkeypatch.setattr(run_sizes, "machine_slowdown", lambda: 1.0)

@@ -3,13 +3,15 @@ run or a derived plan past the memory limit refused in one line before its heavy
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from reference import ALL_PLANS
 
 from ipuplan import PlanError, load_plan
-from ipuplan.replan import pipeline
+from ipuplan.replan import pipeline, size
 from ipuplan.replan.options import OptimizeOptions
-from ipuplan.replan.size import RunTooLarge, memory_limit, require_synth_fits, run_size, synth_size
+from ipuplan.replan.size import RunTooLarge, machine_slowdown, memory_limit, require_synth_fits, run_size, synth_size
 
 
 def test_a_run_past_the_memory_limit_is_refused_before_its_facts(reference_plan, monkeypatch):
@@ -51,3 +53,19 @@ def test_synth_is_refused_past_the_limit_naming_what_was_asked():
     assert str(refused.value).startswith("<plan>: --unroll 5000 would make a plan of ~880,000 values and "
                                          "~27,457,678 live entries")
     assert memory_limit(needed) == needed  # a limit given is the limit
+
+
+@pytest.mark.parametrize(("load", "cores", "slowdown"), [(0.3, 2, 1.0), (2.0, 2, 1.0), (3.0, 2, 1.5), (6.0, 4, 1.5)])
+def test_a_busy_machine_stretches_the_seconds_a_run_is_sized_at(reference_plan, monkeypatch, load, cores, slowdown):
+    """The 1-minute load over this process's cores, at least 1; the mandatory work and the tail scale by it, and a
+    run that passes its limit so says how loaded the machine is."""
+    monkeypatch.setattr(size, "machine_slowdown", machine_slowdown)  # the suite's own pin (conftest) undone
+    monkeypatch.setattr(size.os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(size.os, "sched_getaffinity", lambda pid: set(range(cores)))
+    assert machine_slowdown() == slowdown
+    loaded, alone = run_size(reference_plan, OptimizeOptions()), replace(run_size(reference_plan, OptimizeOptions()),
+                                                                        slowdown=1.0)
+    assert loaded.mandatory_seconds == pytest.approx(alone.mandatory_seconds * slowdown)
+    assert loaded.tail_seconds == pytest.approx(alone.tail_seconds * slowdown)
+    said = pipeline.past_the_limit(loaded.mandatory_seconds, 0.1, loaded.slowdown)
+    assert ("slower than alone" in said) == (slowdown > 1)

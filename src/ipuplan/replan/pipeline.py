@@ -71,7 +71,7 @@ def prepare(plan: Plan, options: OptimizeOptions, on_phase: Phase = _silent) -> 
     passes `options.memory_limit` (`RunTooLarge`, told before any heavy stage)."""
     size = require_run_fits(plan, options)
     if size.mandatory_seconds > options.time_limit:
-        on_phase("deadline", past_the_limit(size.mandatory_seconds, options.time_limit))
+        on_phase("deadline", past_the_limit(size.mandatory_seconds, options.time_limit, size.slowdown))
     on_phase("analyse", f"{size.values:,} values, {size.steps:,} steps, memory up to about "
                         f"{size_in_words(size.bytes)} (limit {limit_in_words(options.memory_limit)})")
     facts = plan_facts(plan, options.budgets_for(plan))
@@ -92,11 +92,13 @@ def prepare(plan: Plan, options: OptimizeOptions, on_phase: Phase = _silent) -> 
     return Prepared(options, facts, pins, space, problem, live, size)
 
 
-def past_the_limit(mandatory: float, limit: float) -> str:
-    """What a run whose mandatory work alone passes its time limit says, once, before that work."""
+def past_the_limit(mandatory: float, limit: float, slowdown: float = 1.0) -> str:
+    """What a run whose mandatory work alone passes its time limit says, once, before that work (`slowdown`: the
+    machine's, `replan.size.machine_slowdown`)."""
+    loaded = f" loaded as this one is now ({slowdown:.1f}x slower than alone)" if slowdown > 1 else ""
     return (f"the work every run does on a plan this size (load, analyse, a constructive plan, rewrite, write) "
-            f"takes about {mandatory:.1f} s on a 2-core machine, more than --time-limit {limit:g} s: the run ends "
-            f"after it, its solve cut to what is left (the constructive plan at least); --time-limit "
+            f"takes about {mandatory:.1f} s on a 2-core machine{loaded}, more than --time-limit {limit:g} s: the run "
+            f"ends after it, its solve cut to what is left (the constructive plan at least); --time-limit "
             f"{ceil(mandatory + limit):g} leaves it about {limit:g} s")
 
 

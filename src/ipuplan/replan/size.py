@@ -105,16 +105,19 @@ class RunSize:
     bytes: int
     exact_bytes: int = 0
     """The part of `bytes` for pricing the exact exchange (none with `--exact-exchange never`)."""
+    slowdown: float = 1.0
+    """How much slower than alone the machine ran when the size was taken (`machine_slowdown`): the seconds below
+    scale by it."""
 
     @property
     def mandatory_seconds(self) -> float:
         """About how long the work every run does takes (MANDATORY_SECONDS_PER_LIVE)."""
-        return MANDATORY_SECONDS + MANDATORY_SECONDS_PER_LIVE * self.live
+        return (MANDATORY_SECONDS + MANDATORY_SECONDS_PER_LIVE * self.live) * self.slowdown
 
     @property
     def tail_seconds(self) -> float:
         """About how long the rewrite, its re-check and the write take (TAIL_SECONDS_PER_LIVE)."""
-        return TAIL_SECONDS_PER_LIVE * self.live
+        return TAIL_SECONDS_PER_LIVE * self.live * self.slowdown
 
     @property
     def counts(self) -> str:
@@ -123,13 +126,14 @@ class RunSize:
 
 
 MANDATORY_SECONDS = 1.5
-MANDATORY_SECONDS_PER_LIVE = 7.4e-6
+MANDATORY_SECONDS_PER_LIVE = 8.5e-6
 """The work every optimise run does whatever its time limit (import, load, analyse, candidates, problem, the
 constructive plan with its bounds, rewrite with its re-check, write): MANDATORY_SECONDS + MANDATORY_SECONDS_PER_LIVE
-a live entry, fitted on the 2-core machine, `ipuplan optimize --time-limit 1` end to end (`benchmarks/deadline.py`):
-10,032 values 3.8-4.0 s measured, 3.8 estimated; 50,160 values 13.1-13.2 s measured, 13.1 estimated (refitted after
-the widening read off the narrow rows and the checks made in forked copies; it was 9.2e-6). An estimate of this
-machine, said when it passes `--time-limit`."""
+a live entry, fitted on the 2-core machine, `ipuplan optimize --time-limit 1` end to end (`benchmarks/deadline.py`,
+benchmarks/results/deadline.md): 10,032 values 3.8-4.2 s measured, 4.1 estimated; 50,160 values 13.1-13.4 s, 14.8
+estimated; 200,640 values (its checks not forked: twice its memory estimate passes the limit) 55.0 s, 54.7 estimated.
+Refitted after the widening read off the narrow rows and the checks made in forked copies (it was 9.2e-6). An
+estimate of this machine, said when it passes `--time-limit`."""
 
 TAIL_SECONDS_PER_LIVE = 3.5e-6
 """Of that, the rewrite, its re-check and the write, a live entry (10,032 values 1.27 s, 50,160 values 4.68 s;
@@ -145,7 +149,19 @@ def run_size(plan: Plan, options: OptimizeOptions) -> RunSize:
     exact = 0
     if options.exact_exchange != ExactExchange.NEVER:  # auto may price up to 20,000 candidates of any plan
         exact = min(EXACT_BYTES_PER_VALUE * values, EXACT_BYTES_CAP) + _tile_bytes(plan.tile_count)
-    return RunSize(values, steps, live, plan.tile_count, needed + exact, exact)
+    return RunSize(values, steps, live, plan.tile_count, needed + exact, exact, machine_slowdown())
+
+
+def machine_slowdown() -> float:
+    """The machine's 1-minute load over the cores this process may use, at least 1: about how much slower than alone
+    a run goes now (two CPU-bound processes beside a run on 2 cores: load about 3, 1.5x; 200,640 values took 55 s
+    alone and 84-89 s so, benchmarks/results/deadline*.md). 1 where the system gives no load."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return 1.0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1.0, load / cores)
 
 
 def _tile_bytes(tiles: int) -> int:

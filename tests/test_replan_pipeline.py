@@ -191,4 +191,5 @@ def test_a_run_forks_its_checks_from_5000_values_with_two_workers_on_two_cores(m
     monkeypatch.setattr(pipeline.os, "sched_getaffinity", lambda pid: set(range(cores)))
     size = pipeline.RunSize(values=values, steps=1, live=1, tiles=1472, bytes=1 << 20)
     assert pipeline.forks(size, OptimizeOptions(workers=workers)) == forked
+    assert pipeline.forks(size, OptimizeOptions()) == (values >= 5_000 and cores > 1)  # the default: every core
     assert not pipeline.forks(replace(size, bytes=1 << 60), OptimizeOptions(workers=workers))

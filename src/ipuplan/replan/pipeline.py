@@ -31,7 +31,7 @@ from ipuplan.plan.forked import Forked
 from ipuplan.plan.format import Plan, size_in_words
 from ipuplan.replan.explain import Explanation, explain
 from ipuplan.replan.gathers import InsertedGather, inserted_gathers
-from ipuplan.replan.options import EXACT_AUTO_CANDIDATES, BadOption, ExactExchange, OptimizeOptions
+from ipuplan.replan.options import EXACT_AUTO_CANDIDATES, BadOption, ExactExchange, OptimizeOptions, default_workers
 from ipuplan.replan.pins import Pins, resolve_pins
 from ipuplan.replan.rewrite import Checking, rewrite_checking, with_budgets, with_derived_fields
 from ipuplan.replan.size import RunSize, limit_in_words, memory_limit, require_run_fits
@@ -339,7 +339,7 @@ def forks(size: RunSize | None, options: OptimizeOptions) -> bool:
     """Whether a run of `size` checks a plan in a forked copy of the process (`FORK_VALUES`): it may use two
     cores (`workers`; `explore` gives each job its share) and this process has them."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return (size is not None and size.values >= FORK_VALUES and min(cores, options.workers) > 1
+    return (size is not None and size.values >= FORK_VALUES and min(cores, options.workers or default_workers()) > 1
             and 2 * size.bytes <= memory_limit(options.memory_limit))
 
 

@@ -55,12 +55,16 @@ def test_synth_is_refused_past_the_limit_naming_what_was_asked():
     assert memory_limit(needed) == needed  # a limit given is the limit
 
 
-@pytest.mark.parametrize(("load", "cores", "slowdown"), [(0.3, 2, 1.0), (2.0, 2, 1.0), (3.0, 2, 1.5), (6.0, 4, 1.5)])
-def test_a_busy_machine_stretches_the_seconds_a_run_is_sized_at(reference_plan, monkeypatch, load, cores, slowdown):
-    """The 1-minute load over this process's cores, at least 1; the mandatory work and the tail scale by it, and a
-    run that passes its limit so says how loaded the machine is."""
+@pytest.mark.parametrize(("load", "runnable", "cores", "slowdown"), [
+    (0.3, 1, 2, 1.0), (2.0, 1, 2, 1.0), (3.0, 1, 2, 1.5), (6.0, 2, 4, 1.5), (0.5, 3, 2, 1.5)])
+def test_a_busy_machine_stretches_the_seconds_a_run_is_sized_at(reference_plan, monkeypatch, load, runnable, cores,
+                                                               slowdown):
+    """The 1-minute load, or the tasks runnable now where more (work that just began), over this process's cores,
+    at least 1; the mandatory work and the tail scale by it, and a run that passes its limit so says how loaded the
+    machine is."""
     monkeypatch.setattr(size, "machine_slowdown", machine_slowdown)  # the suite's own pin (conftest) undone
     monkeypatch.setattr(size.os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(size, "runnable_now", lambda: runnable)
     monkeypatch.setattr(size.os, "sched_getaffinity", lambda pid: set(range(cores)))
     assert machine_slowdown() == slowdown
     loaded, alone = run_size(reference_plan, OptimizeOptions()), replace(run_size(reference_plan, OptimizeOptions()),
@@ -69,3 +73,7 @@ def test_a_busy_machine_stretches_the_seconds_a_run_is_sized_at(reference_plan, 
     assert loaded.tail_seconds == pytest.approx(alone.tail_seconds * slowdown)
     said = pipeline.past_the_limit(loaded.mandatory_seconds, 0.1, loaded.slowdown)
     assert ("slower than alone" in said) == (slowdown > 1)
+
+
+def test_the_tasks_runnable_now_count_this_one():
+    assert size.runnable_now() >= 1

@@ -131,7 +131,7 @@ MANDATORY_SECONDS_PER_LIVE = 8.5e-6
 constructive plan with its bounds, rewrite with its re-check, write): MANDATORY_SECONDS + MANDATORY_SECONDS_PER_LIVE
 a live entry, fitted on the 2-core machine, `ipuplan optimize --time-limit 1` end to end (`benchmarks/deadline.py`,
 benchmarks/results/deadline.md): 10,032 values 3.8-4.2 s measured, 4.1 estimated; 50,160 values 13.1-13.4 s, 14.8
-estimated; 200,640 values (its checks not forked: twice its memory estimate passes the limit) 55.0 s, 54.7 estimated.
+estimated; 200,640 values 55.0 s, 54.7 estimated.
 Refitted after the widening read off the narrow rows and the checks made in forked copies (it was 9.2e-6). An
 estimate of this machine, said when it passes `--time-limit`."""
 
@@ -153,15 +153,24 @@ def run_size(plan: Plan, options: OptimizeOptions) -> RunSize:
 
 
 def machine_slowdown() -> float:
-    """The machine's 1-minute load over the cores this process may use, at least 1: about how much slower than alone
-    a run goes now (two CPU-bound processes beside a run on 2 cores: load about 3, 1.5x; 200,640 values took 55 s
-    alone and 84-89 s so, benchmarks/results/deadline*.md). 1 where the system gives no load."""
+    """The machine's load over the cores this process may use, at least 1: about how much slower than alone a run
+    goes now (two CPU-bound processes beside a run on 2 cores: load about 3, 1.5x; 200,640 values took 55 s alone
+    and 84-89 s so, benchmarks/results/deadline*.md). The load is the 1-minute average or the tasks runnable this
+    instant, this one among them, whichever is more: the average lags a minute behind work that just began."""
     try:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):
-        return 1.0
+        load = 0.0
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1.0, load / cores)
+    return max(1.0, load / cores, runnable_now() / cores)
+
+
+def runnable_now() -> int:
+    """Tasks runnable this instant, this process's thread among them (Linux's /proc/loadavg; 0 where unknown)."""
+    try:
+        return int(Path("/proc/loadavg").read_text().split()[3].split("/")[0])
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def _tile_bytes(tiles: int) -> int:

@@ -207,3 +207,20 @@ def test_ctrl_c_while_solving_is_one_line_exit_130_and_nothing_written(tmp_path)
     lines = [line for line in rest.splitlines() if not line.startswith("  ")]
     assert lines == ["interrupted: nothing written"] and "Traceback" not in rest
     assert not solution.exists()
+
+
+def test_a_plan_past_5000_values_is_optimised_by_the_program_with_its_checks_in_forked_copies(tmp_path):
+    """The program in a process of its own (forks allowed) on the reference plan unrolled 29 times: 5,104 values,
+    past `replan.pipeline.FORK_VALUES`, with the default workers (every core). It writes an optimal plan that is
+    legal against its input (a run this size once raised TypeError before its first fork, exit 70)."""
+    plan, out = tmp_path / "plan.json", tmp_path / "better.json"
+    made = subprocess.run([sys.executable, "-m", "ipuplan", "synth", str(REFERENCE), "--unroll", "29", "-o", str(plan)],
+                          capture_output=True, text=True, check=False)
+    assert made.returncode == 0, made.stderr
+    done = subprocess.run([sys.executable, "-m", "ipuplan", "optimize", str(plan), "-o", str(out), "--json"],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert (len(load_plan(plan).values), json.loads(done.stdout)["status"]) == (5_104, "optimal")
+    checked = subprocess.run([sys.executable, "-m", "ipuplan", "check", str(out), "--against", str(plan)],
+                             capture_output=True, text=True, check=False)
+    assert checked.returncode == 0, checked.stdout + checked.stderr

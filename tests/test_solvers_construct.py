@@ -49,6 +49,15 @@ def test_constructive_lowers_the_peak_of_a_large_problem():
     assert big.usage(choice).peak < big.usage(big.input_choice).peak
 
 
+def test_the_least_tie_value_sums_past_int64_exactly_and_counts_edges():
+    """IOPDDL's costs run to 1e18: two groups at 6e18 each sum past int64's end, as Python integers; an edge adds
+    its cheapest pair; the first group's input is not among its cheapest (its 3 values change), the second's is."""
+    big = 6 * 10**18
+    ties = problem([StepRow(0, 0, 0, ())], (2, 2), exchange=((big, big + 1), (big, big)), sizes=(3, 4),
+                   input_choice=(1, 0), edges=(Edge(0, 1, np.array([[5, 7], [9, 11]])),))
+    assert tie_bound(ties) == (2 * big + 5, 3)
+
+
 def test_tie_costs_order_exchange_bytes_before_changed_values():
     # Three groups of 3, 4 and 5 values whose candidates send 0, 1 or 2 bytes: one byte less beats every
     # value changing, so the tie value ranks the choices as (exchange bytes, changed values) does.

@@ -189,7 +189,8 @@ def tie_ranks(problem: Problem) -> list[np.ndarray]:
     starts = np.cumsum(counts) - counts
     group = np.repeat(np.arange(len(counts)), counts)
     exchange = np.fromiter(chain.from_iterable(problem.exchange), dtype=np.int64, count=int(counts.sum()))
-    changed = np.concatenate(changed_costs(problem))
+    changed = np.where(np.arange(len(group)) - starts[group] == np.array(problem.input_choice, dtype=np.int64)[group],
+                       0, np.array(problem.group_sizes, dtype=np.int64)[group])  # `changed_costs`, laid flat
     order = np.lexsort((changed, exchange, group))
     keys = np.stack([group, exchange, changed])[:, order]
     new = np.concatenate([[True], (keys[:, 1:] != keys[:, :-1]).any(axis=0)])
@@ -201,11 +202,18 @@ def tie_ranks(problem: Problem) -> list[np.ndarray]:
 
 def tie_bound(problem: Problem) -> tuple[int, int]:
     """The least (exchange bytes, changed values) any choice can have, in that order: each group and each edge at
-    its cheapest, then each group's fewest changes among its cheapest candidates."""
-    exchange = [np.asarray(costs, dtype=np.int64) for costs in problem.exchange]
-    least = sum(int(costs.min()) for costs in exchange) + sum(int(edge.costs.min()) for edge in problem.edges)
-    changed = sum(int(changes[costs == costs.min()].min()) for costs, changes in zip(exchange, changed_costs(problem)))
-    return least, changed
+    its cheapest, then each group's fewest changes among its cheapest candidates (none where its input is one of
+    them, else its size). Laid flat: a loop over 20k groups' arrays took 0.2 s at 50k values; summed as Python
+    integers, which do not wrap."""
+    counts = np.array(problem.candidate_counts, dtype=np.int64)
+    edges = sum(int(edge.costs.min()) for edge in problem.edges)
+    if not len(counts):
+        return edges, 0
+    starts = np.cumsum(counts) - counts
+    exchange = np.fromiter(chain.from_iterable(problem.exchange), dtype=np.int64, count=int(counts.sum()))
+    cheapest = np.minimum.reduceat(exchange, starts)
+    moved = exchange[starts + np.array(problem.input_choice, dtype=np.int64)] != cheapest
+    return sum(cheapest.tolist()) + edges, sum(np.array(problem.group_sizes, dtype=np.int64)[moved].tolist())
 
 
 def tie_value(problem: Problem, choice: tuple[int, ...]) -> tuple[int, int]:

@@ -184,8 +184,12 @@ def tie_ranks(problem: Problem) -> list[np.ndarray]:
     pairs equal ranks. It orders them as exchange x `tie_weight` + changed values does (the weight is more than all
     changes together), with no product that could wrap in int64."""
     counts = np.array(problem.candidate_counts, dtype=np.int64)
-    if not len(counts):
-        return []
+    return np.split(_flat_tie_ranks(problem), (np.cumsum(counts) - counts)[1:]) if len(counts) else []
+
+
+def _flat_tie_ranks(problem: Problem) -> np.ndarray:
+    """`tie_ranks`, every group's end to end."""
+    counts = np.array(problem.candidate_counts, dtype=np.int64)
     starts = np.cumsum(counts) - counts
     group = np.repeat(np.arange(len(counts)), counts)
     exchange = np.fromiter(chain.from_iterable(problem.exchange), dtype=np.int64, count=int(counts.sum()))
@@ -197,7 +201,7 @@ def tie_ranks(problem: Problem) -> list[np.ndarray]:
     dense = np.cumsum(new) - 1
     rank = np.empty_like(dense)
     rank[order] = dense - dense[np.searchsorted(group[order], group[order])]
-    return np.split(rank, starts[1:])
+    return rank
 
 
 def tie_bound(problem: Problem) -> tuple[int, int]:
@@ -223,26 +227,37 @@ def tie_value(problem: Problem, choice: tuple[int, ...]) -> tuple[int, int]:
 
 def summed_bytes(problem: Problem) -> list[np.ndarray]:
     """Per group, per candidate: its bytes summed over every row it is live at."""
+    offsets = np.cumsum([0, *problem.candidate_counts])
+    sums = _flat_summed_bytes(problem)
+    return [sums[offsets[g]:offsets[g + 1]] for g in range(problem.groups)]
+
+
+def _flat_summed_bytes(problem: Problem) -> np.ndarray:
+    """`summed_bytes`, every group's end to end."""
     table = problem.table
     offsets = np.cumsum([0, *problem.candidate_counts])
     live, counts = table.live_rows, table.counts
     candidate = np.arange(len(table.standard)) - np.repeat(table.start, counts)
     where = np.repeat(offsets[table.group], counts) + candidate
     weights = (table.standard + table.interleaved) * np.repeat(live, counts)
-    sums = np.bincount(where, weights=weights, minlength=int(offsets[-1])).astype(np.int64)
-    return [sums[offsets[g]:offsets[g + 1]] for g in range(problem.groups)]
+    return np.bincount(where, weights=weights, minlength=int(offsets[-1])).astype(np.int64)
 
 
 def _smallest(problem: Problem, objective: Objective, pairing: Pairing) -> list[int]:
     """Per group its smallest candidate (with `fit` the cheapest) that is not forbidden, ties to the cheaper, then
-    the lower index."""
-    choice = []
-    for g, (size, tie) in enumerate(zip(summed_bytes(problem), tie_ranks(problem))):
-        keys = (size, tie) if objective == Objective.PEAK else (tie, size)
-        if g in pairing.alone:
-            keys = (pairing.alone[g], *keys)
-        choice.append(int(np.lexsort(tuple(reversed(keys)))[0]))
-    return choice
+    the lower index: one sort of every candidate by group, then those keys (a sort per group took 0.1 s at 50k
+    values)."""
+    counts = np.array(problem.candidate_counts, dtype=np.int64)
+    if not len(counts):
+        return []
+    starts = np.cumsum(counts) - counts
+    size, tie = _flat_summed_bytes(problem), _flat_tie_ranks(problem)
+    forbidden = np.zeros(len(size), dtype=bool)
+    for g, alone in pairing.alone.items():
+        forbidden[starts[g]:starts[g] + counts[g]] = alone
+    keys = (size, tie) if objective == Objective.PEAK else (tie, size)
+    order = np.lexsort((*reversed(keys), forbidden, np.repeat(np.arange(len(counts)), counts)))  # stable: index last
+    return (order[starts] - starts).tolist()
 
 
 def cheapest(problem: Problem) -> list[int]:

@@ -21,10 +21,11 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from itertools import chain
 
 import numpy as np
 
-from ipuplan.model.problem import FORBIDDEN, Edge, Problem, TableRows, TermTable, row_steps
+from ipuplan.model.problem import FORBIDDEN, Edge, Problem, TableRows, TermTable, ranges, row_steps
 from ipuplan.solvers.construct import tie_ranks
 from ipuplan.solvers.result import Progress, SolveResult, SolverSettings, SolveStatus, model_size
 
@@ -186,22 +187,38 @@ def _no_more(laid: np.ndarray, head: int = 8) -> np.ndarray:
 
 def _kept_table(table: TermTable, kept: tuple[np.ndarray, ...]) -> TermTable:
     """The table over the kept candidates: the same spans (and occurrences, when laid out), each term narrowed."""
-    at = [table.start[t] + kept[g] for t, g in enumerate(table.group)]
-    counts = np.array([len(a) for a in at], dtype=np.int64)
-    picked = np.concatenate(at) if at else np.zeros(0, dtype=np.int64)
-    return table.with_candidates(np.cumsum(counts) - counts, table.standard[picked], table.interleaved[picked])
+    flat, starts, counts = _laid_flat(kept)
+    lengths = counts[table.group] if len(table.group) else np.zeros(0, dtype=np.int64)
+    picked = np.repeat(table.start, lengths) + flat[ranges(starts[table.group], lengths)] if len(lengths) else lengths
+    return table.with_candidates(np.cumsum(lengths) - lengths, table.standard[picked], table.interleaved[picked])
+
+
+def _laid_flat(kept: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every group's kept candidates end to end, where each group's begin, and how many each keeps."""
+    counts = np.fromiter(map(len, kept), dtype=np.int64, count=len(kept))
+    flat = np.concatenate(kept).astype(np.int64) if len(kept) else np.zeros(0, dtype=np.int64)
+    return flat, np.cumsum(counts) - counts, counts
 
 
 def _narrowed(problem: Problem, kept: tuple[np.ndarray, ...], **fields) -> Problem:
     """The problem over the `kept` candidates of each group (rows, table, exchange, input, edges narrowed), `fields`
-    replaced after that."""
+    replaced after that. Laid flat: a dict and a tuple per group took 0.15 s of 0.22 at 50k values."""
     table = _kept_table(problem.table, kept)
-    where = [{int(c): k for k, c in enumerate(group)} for group in kept]
+    flat, starts, counts = _laid_flat(kept)
+    original = np.array(problem.candidate_counts, dtype=np.int64)
+    owner = np.repeat(np.arange(len(kept)), counts)
+    exchange = np.fromiter(chain.from_iterable(problem.exchange), dtype=np.int64, count=int(original.sum()))
+    picked = exchange[(np.cumsum(original) - original)[owner] + flat].tolist()
+    # the input's place among its group's kept candidates (ascending), 0 where it was dropped
+    span = int(original.max(initial=0)) + 1
+    keys, wanted = owner * span + flat, np.arange(len(kept)) * span + np.array(problem.input_choice, dtype=np.int64)
+    at = np.minimum(np.searchsorted(keys, wanted), max(len(keys) - 1, 0))
+    found = (keys[at] == wanted) if len(keys) else np.zeros(len(kept), dtype=bool)
     # the narrowed table is the rows' table: no second pass over every term
     return problem.with_table(
-        table, candidate_counts=tuple(len(k) for k in kept), rows=TableRows(table, row_steps(problem.rows)),
-        input_choice=tuple(where[g].get(c, 0) for g, c in enumerate(problem.input_choice)),
-        exchange=tuple(tuple(problem.exchange[g][int(c)] for c in group) for g, group in enumerate(kept)),
+        table, candidate_counts=tuple(counts.tolist()), rows=TableRows(table, row_steps(problem.rows)),
+        input_choice=tuple(np.where(found, at - starts, 0).tolist()),
+        exchange=tuple(tuple(picked[a:a + n]) for a, n in zip(starts.tolist(), counts.tolist())),
         edges=tuple(_narrowed_edge(e, kept[e.a], kept[e.b]) for e in problem.edges), **fields)
 
 

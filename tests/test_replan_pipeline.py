@@ -188,7 +188,7 @@ def test_a_large_plans_check_in_a_forked_copy_returns_the_same_plan_and_its_exch
     (5_000, 2, 2, True), (4_999, 2, 2, False), (5_000, 1, 2, False), (5_000, 2, 1, False)])
 def test_a_run_forks_its_checks_from_5000_values_with_two_workers_on_two_cores(monkeypatch, values, workers, cores,
                                                                               forked):
-    monkeypatch.setattr(pipeline.os, "sched_getaffinity", lambda pid: set(range(cores)))
+    monkeypatch.setattr(pipeline, "usable_cores", lambda: cores)
     size = pipeline.RunSize(values=values, steps=1, live=1, tiles=1472, bytes=1 << 20)
     assert pipeline.forks(size, OptimizeOptions(workers=workers)) == forked
     assert pipeline.forks(size, OptimizeOptions()) == (values >= 5_000 and cores > 1)  # the default: every core

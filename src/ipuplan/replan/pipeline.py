@@ -9,7 +9,6 @@ read the same prepared run. When no layout meets the budgets: the explanation (a
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -34,7 +33,7 @@ from ipuplan.replan.gathers import InsertedGather, inserted_gathers
 from ipuplan.replan.options import EXACT_AUTO_CANDIDATES, BadOption, ExactExchange, OptimizeOptions, default_workers
 from ipuplan.replan.pins import Pins, resolve_pins
 from ipuplan.replan.rewrite import Checking, rewrite_checking, with_budgets, with_derived_fields
-from ipuplan.replan.size import RunSize, limit_in_words, memory_limit, require_run_fits
+from ipuplan.replan.size import RunSize, limit_in_words, memory_limit, require_run_fits, usable_cores
 from ipuplan.replan.widen import Widening, solve_space
 from ipuplan.solvers import Progress, SolveResult, SolverSettings, SolveStatus, solve, solve_soft
 from ipuplan.solvers.deadline import Deadline
@@ -338,8 +337,8 @@ a smaller plan the fork would cost more than it saves."""
 def forks(size: RunSize | None, options: OptimizeOptions) -> bool:
     """Whether a run of `size` checks a plan in a forked copy of the process (`FORK_VALUES`): it may use two
     cores (`workers`; `explore` gives each job its share) and this process has them."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return (size is not None and size.values >= FORK_VALUES and min(cores, options.workers or default_workers()) > 1
+    return (size is not None and size.values >= FORK_VALUES
+            and min(usable_cores(), options.workers or default_workers()) > 1
             and 2 * size.bytes <= memory_limit(options.memory_limit))
 
 

@@ -6,7 +6,6 @@ REPLAN.md ("What the output must satisfy") holds against the input.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Self, TypeVar
@@ -130,12 +129,12 @@ class Checking:
     facts: PlanFacts
     alone: Forked[list[str]]
     """`check_violations` of the plan, being found."""
-    compared: Callable[[], list[str]]
-    """`rewrite_violations` against the input, found when `checked` is asked."""
+    compared: Forked[list[str]]
+    """`rewrite_violations` against the input, found here when `checked` is asked."""
 
     def checked(self) -> PlanFacts:
         """The facts, once the check found nothing; IllegalRewrite otherwise."""
-        problems = [*self.compared(), *self.alone.result()]
+        problems = [*self.compared.result(), *self.alone.result()]
         if problems:
             shown = "; ".join(problems[:3]) + (f"; ... ({len(problems) - 3} more)" if len(problems) > 3 else "")
             raise IllegalRewrite(f"rewritten plan fails its checks ({len(problems)}): {shown}")
@@ -144,7 +143,7 @@ class Checking:
     @classmethod
     def already(cls, facts: PlanFacts) -> Checking:
         """Facts checked before (the input returned unchanged, checked when the run was prepared)."""
-        return cls(facts, Forked(list, fork=False), list)
+        return cls(facts, Forked(list, fork=False), Forked(list, fork=False))
 
     def __enter__(self) -> Self:
         return self
@@ -169,10 +168,5 @@ def rewrite_checking(facts: PlanFacts, space: CandidateSpace, choice: tuple[int,
     # the whole output contract of the run's scope, from outside the optimiser (`against`'s two parts), against
     # the run's own facts and space: a choice the space did not offer is refused here, not written
     return Checking(rewritten, Forked(check_violations, rewritten.plan, rewritten, fork=fork),
-                    partial(_paused, partial(rewrite_violations, facts.plan, rewritten.plan, space.scope,
-                                             before_facts=facts, space=space)))
-
-
-def _paused(call: Callable[[], list[str]]) -> list[str]:
-    with gc_paused():
-        return call()
+                    Forked(partial(rewrite_violations, before_facts=facts, space=space), facts.plan, rewritten.plan,
+                           space.scope, fork=False))

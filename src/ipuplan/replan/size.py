@@ -161,8 +161,13 @@ def machine_slowdown() -> float:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):
         load = 0.0
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = usable_cores()
     return max(1.0, load / cores, runnable_now() / cores)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity where the system tells it)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def runnable_now() -> int:

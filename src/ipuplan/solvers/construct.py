@@ -175,8 +175,17 @@ class GroupRows:
 
 def changed_costs(problem: Problem) -> list[np.ndarray]:
     """Per group, per candidate: the values it changes (the group's size, 0 at its input)."""
-    return [np.where(np.arange(count) == original, 0, size)
-            for count, original, size in zip(problem.candidate_counts, problem.input_choice, problem.group_sizes)]
+    counts = np.array(problem.candidate_counts, dtype=np.int64)
+    return np.split(_flat_changed_costs(problem), (np.cumsum(counts) - counts)[1:]) if len(counts) else []
+
+
+def _flat_changed_costs(problem: Problem) -> np.ndarray:
+    """`changed_costs`, every group's end to end."""
+    counts = np.array(problem.candidate_counts, dtype=np.int64)
+    group = np.repeat(np.arange(len(counts)), counts)
+    place = np.arange(len(group)) - (np.cumsum(counts) - counts)[group]
+    return np.where(place == np.array(problem.input_choice, dtype=np.int64)[group], 0,
+                    np.array(problem.group_sizes, dtype=np.int64)[group])
 
 
 def tie_ranks(problem: Problem) -> list[np.ndarray]:
@@ -190,11 +199,9 @@ def tie_ranks(problem: Problem) -> list[np.ndarray]:
 def _flat_tie_ranks(problem: Problem) -> np.ndarray:
     """`tie_ranks`, every group's end to end."""
     counts = np.array(problem.candidate_counts, dtype=np.int64)
-    starts = np.cumsum(counts) - counts
     group = np.repeat(np.arange(len(counts)), counts)
     exchange = np.fromiter(chain.from_iterable(problem.exchange), dtype=np.int64, count=int(counts.sum()))
-    changed = np.where(np.arange(len(group)) - starts[group] == np.array(problem.input_choice, dtype=np.int64)[group],
-                       0, np.array(problem.group_sizes, dtype=np.int64)[group])  # `changed_costs`, laid flat
+    changed = _flat_changed_costs(problem)
     order = np.lexsort((changed, exchange, group))
     keys = np.stack([group, exchange, changed])[:, order]
     new = np.concatenate([[True], (keys[:, 1:] != keys[:, :-1]).any(axis=0)])

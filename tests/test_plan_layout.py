@@ -27,3 +27,16 @@ def test_layout_fields(reference_plan):
 
 def test_element_sizes():
     assert [element_size(p) for p in ("F16", "F32", "F8F143 { scale_exponent: -4 }")] == [2, 4, 1]
+
+
+def test_a_layout_s_hash_is_kept_and_never_pickled(reference_plan):
+    import dataclasses
+    import pickle
+
+    layout = reference_plan.values[8].parsed_layout
+    same = parse_layout(format_layout(layout))
+    assert same == layout and hash(same) == hash(layout) == hash(layout)
+    moved = dataclasses.replace(layout, replicas=layout.replicas * 2)
+    assert moved != layout and hash(moved) != hash(layout)
+    assert "_hash" in vars(layout) and "_hash" not in vars(pickle.loads(pickle.dumps(layout)))
+    assert pickle.loads(pickle.dumps(layout)) == layout

@@ -47,6 +47,16 @@ def test_a_candidate_moves_along_with_an_equal_group_later_in_the_plan(reference
                                                moved.gathers)
 
 
+def test_a_moved_or_rescratched_candidate_leaves_the_original_as_it_was(reference_plan):
+    original = candidate(reference_plan, 8, (Gather(13, 0, reference_plan.values[8].parsed_layout,
+                                                    ValueBytes(10, 16, 32), 5),))
+    before = dict(vars(original))
+    assert original.shifted(5) != original and original.with_scratch(()) != original
+    assert vars(original) == before
+    bare = Candidate(original.layouts, original.value_bytes, 7)  # nothing tied to a step: the same choice anywhere
+    assert bare.shifted(5) is bare
+
+
 def test_a_gathered_copy_is_counted_at_its_reading_step_in_its_class(reference_plan):
     standard, interleaved = (reference_plan.values[v].parsed_layout for v in (28, 8))
     assert (standard.memory_class, interleaved.memory_class) == (STANDARD, INTERLEAVED)

@@ -130,6 +130,19 @@ class Layout:
     axes: tuple[AxisTiling, ...]
     memory_class: str
 
+    def __hash__(self) -> int:
+        # layouts key the candidate levels' caches, and each lookup hashed the whole tree again (823k hashes of
+        # layouts and their axes at 50k values): the hash is kept once made
+        found = self.__dict__.get("_hash")
+        if found is None:
+            found = hash((self.order, self.tile_count, self.replicas, self.axes, self.memory_class))
+            object.__setattr__(self, "_hash", found)
+        return found
+
+    def __getstate__(self) -> dict:
+        # a string's hash differs from process to process: a kept hash never leaves this one
+        return {name: value for name, value in self.__dict__.items() if name != "_hash"}
+
     @property
     def order_kind(self) -> str:
         """`RowMajor`, `Amp(Left)`, `BlockMajor(Matrix)`, ...: the order without its numbers."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from test_iopddl import brute_force, document, random_instance
@@ -147,3 +149,59 @@ def test_each_better_valid_choice_is_told_and_the_last_told_is_the_answer(seed):
     costs = [choice_key(problem, choice) for choice in told]
     assert told and all(key[:2] == (0, 0) for key in costs) and costs == sorted(set(costs), reverse=True)
     assert told[-1] == found
+
+
+@pytest.mark.parametrize("far", [0.02, 0.5])
+def test_a_choice_far_over_the_limit_is_repaired_only_while_no_valid_choice_is_known(monkeypatch, far):
+    monkeypatch.setattr(wcsp, "shed_least_bytes", lambda *a: None)
+    monkeypatch.setattr(wcsp, "FAR_OVER", far)
+    problem = problem_of(instance_of(LIMITED))
+    over, valid = (0, 0, 0), (1, 0, 0)  # over: 9 bytes at time 1, 2 over the limit of 7
+    assert wcsp.far_over(problem, over) == (far < 2 / 7) and not wcsp.far_over(problem, valid)
+    answers = iter([over, valid, over])
+    monkeypatch.setattr(wcsp.Network, "solved", lambda *a: next(answers))
+    repaired = []
+    monkeypatch.setattr(wcsp, "repaired", lambda problem, choice, *a, **k: repaired.append(choice) or tuple(choice))
+    assert penalised(problem, deadline=float("inf"), rounds=3, processes=1) == valid
+    # the first over choice is repaired (nothing valid is known yet); the last only when it is not far over
+    assert repaired == ([over, valid] if far < 2 / 7 else [over, valid, over])
+
+
+def test_a_solve_from_a_start_finds_a_choice_no_dearer():
+    problem = problem_of(instance_of(LIMITED))
+    network, flat = wcsp.Network(problem), [np.zeros(k) for k in problem.candidate_counts]
+    every = list(itertools.product(*(range(k) for k in problem.candidate_counts)))
+    cheapest = network.solved(flat, 1, 0)
+    assert problem.exchange_of(cheapest) == min(map(problem.exchange_of, every))
+    for start in every:
+        found = network.solved(flat, 1, 0, start=start)
+        assert found is not None and problem.exchange_of(found) == problem.exchange_of(cheapest)
+
+
+def test_once_a_choice_is_valid_every_other_round_starts_from_the_best_so_far(monkeypatch):
+    monkeypatch.setattr(wcsp, "shed_least_bytes", lambda *a: None)
+    monkeypatch.setattr(wcsp, "repaired", lambda problem, choice, *a, **k: tuple(choice))
+    problem = problem_of(instance_of(LIMITED))
+    over, valid, better = (0, 0, 0), (1, 0, 0), (0, 1, 0)
+    assert problem.valid(better) and problem.exchange_of(better) < problem.exchange_of(valid)
+    answers, starts = iter([over, valid, better, over, over]), []
+    monkeypatch.setattr(wcsp, "_timed", lambda network, penalty, seconds, seed, start: (
+        starts.append(start), (next(answers), 0.0))[1])
+    assert penalised(problem, deadline=float("inf"), rounds=5, processes=1) == better
+    # one process solves a round when it waits for it, after the round before's choices are offered: the start of
+    # the fourth (an odd one) is the best of the second; the fifth starts cold
+    assert starts == [None, None, None, valid, None]
+
+
+def test_a_round_starts_its_lower_level_only():
+    problem = problem_of(instance_of(LIMITED))
+
+    class Recorded:
+        def submitted(self, penalties, seconds, seed, starts):
+            self.starts = starts
+            return lambda: [((1, 0, 0), 0.0)] * len(penalties)
+
+    solvers, start = Recorded(), (1, 1, 0)
+    spread = spreads(problem)
+    wcsp._round(problem, solvers, Weights(np.ones(problem.groups)), spread, wcsp.LEVELS, 1, 0, start)()
+    assert solvers.starts == [start, None]

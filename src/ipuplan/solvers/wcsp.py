@@ -6,12 +6,13 @@ constraint but a price on each group's bytes above its least, `weight[g] * sprea
 costs alone (no rows) takes the whole problem at once, which lets thousands of groups move together (a parameter
 replicated, its gathers gone, and room made for it elsewhere): what our moves of a few groups at a time do not find
 (IOPDDL K: our neighbourhood search stays at 4.7-5.1 G, this start and the search after it reach 2.3-2.4 G). Each
-round solves at the weights so far (with two processes, at two levels of them at once, `Solvers`), repairs its
-choices (`lagrange.relieve`, `unforbid`, the neighbourhoods' repair, `descend`: over the limits by a little, moved
-within them), keeps the best, and moves each weight within a bracket: up where the group is live at a row over a
-limit (it was "broken" at that weight), down where it is not, halfway (geometrically) once both are known.
+round solves at the weights so far (with two processes, at two levels of them at once, `Solvers`; every other round
+the lower one from the best valid choice so far, `LEVELS`), repairs its choices (the neighbourhoods' repair,
+`lagrange.relieve`, `unforbid`, `descend`: over the limits by a little, moved within them), keeps the best, and moves
+each weight within a bracket: up where the group is live at a row over a limit (it was "broken" at that weight), down
+where it is not, halfway (geometrically) once both are known.
 With workers, a round's choices are repaired in this process while the next round's solves run in them (a repair of a
-choice over the limit takes 8-12 s on IOPDDL K and S, the solves 6 s: repaired after them, a core idled most of each
+choice over the limit took 8-12 s on IOPDDL K and S, the solves 6 s: repaired after them, a core idled most of each
 round).
 
 Optional: `available()` says whether toulbar2 is installed; without it the Lagrangian start serves alone.
@@ -20,6 +21,8 @@ Optional: `available()` says whether toulbar2 is installed; without it the Lagra
 from __future__ import annotations
 
 import multiprocessing
+import os
+import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -48,7 +51,19 @@ MOST = SAFE_SCALE ** 2
 """A weight at most so many times the first: a group broken at every weight does not climb without end (its prices
 stay below toulbar2's top cost, which would forbid its candidates)."""
 LEVELS = (2 ** -0.5, 2 ** 0.5)
-"""With two processes, each round solves at these times the weights: each bracket learns at two weights."""
+"""With two processes, each round solves at these times the weights: each bracket learns at two weights. Every other
+round, once a valid choice is known, the lower level (the only one with one process) starts from the best of them: a
+search near it at weights that let it pass the limits a little, whose choice the repair brings back; the rounds
+between start cold, to find other basins. The penalised rounds alone, 140 s on IOPDDL K and 190 s on S, one run
+each, best valid choice:
+
+| rounds' lower level | K | S |
+|---|---:|---:|
+| always cold | 2.277 G (none better after 75 s), 2.314 G, 2.376 G | 1.574 G |
+| started every round | 2.262 G (each round from 77 s on 2.26-2.31 G) | 1.621 G (stuck at 1.62 G from 70 s on) |
+| started every other round | 2.243 G | 1.523 G |
+
+(the best known: K 2.257 G, S 1.535 G)."""
 SHED_SHARE = 0.1
 """Of the time left, the most `shed_least_bytes` takes."""
 REPAIR_SECONDS = 5.0
@@ -56,6 +71,11 @@ REPAIR_SECONDS = 5.0
 REPAIR_SHARE, REPAIR_MOST = 0.1, 60.0
 """Of the time left, the most the neighbourhoods' repair of a round takes (at least REPAIR_SECONDS, at most
 REPAIR_MOST)."""
+FAR_OVER = 0.02
+"""A choice whose worst row passes a limit by more than this share of it is not repaired once a valid choice is known:
+on IOPDDL K and S such repairs took 7-22 s each (the workers' next solves slowed beside them) and none came near the
+best valid (S: 1.14 GB over, repaired to 2.68 G where the best was 1.65 G; K: 3% over to 2.92 G, the best 2.31 G);
+the best came from choices within it (K: 0.4% over, 2.289 G repaired to 2.314 G; S: 1.3% over, 1.557 G to 1.574 G)."""
 
 
 def available() -> bool:
@@ -137,8 +157,11 @@ class Network:
         self.unary = [np.minimum(np.asarray(costs, dtype=np.float64), TOP) for costs in problem.exchange]
         self.edges = [([edge.a, edge.b], np.minimum(edge.costs, TOP).ravel().tolist()) for edge in problem.edges]
 
-    def solved(self, penalty: list[np.ndarray], seconds: int, seed: int) -> tuple[int, ...] | None:
-        """The least of the costs plus `penalty` toulbar2 finds in `seconds` (None: none)."""
+    def solved(self, penalty: list[np.ndarray], seconds: int, seed: int,
+               start: tuple[int, ...] | None = None) -> tuple[int, ...] | None:
+        """The least of the costs plus `penalty` toulbar2 finds in `seconds` (None: none), from `start` if given: its
+        cost the first upper bound, its values the first tried (toulbar2's `read_solution`, its `-x`): the search
+        looks near it for a cheaper choice (None when it finds none)."""
         import pytoulbar2
 
         pytoulbar2.tb2.option.lds = 4  # limited discrepancy search: a heuristic, not a proof (what ti2 set)
@@ -150,8 +173,19 @@ class Network:
             network.AddFunction([g], priced.astype(np.int64).tolist())
         for groups, costs in self.edges:
             network.AddFunction(groups, costs)
+        if start is not None:
+            _read_start(network, start)
         found = network.Solve(showSolutions=0, timeLimit=max(int(seconds), 1))
         return None if not found else tuple(int(c) for c in found[0])
+
+
+def _read_start(network, start: tuple[int, ...]) -> None:
+    """`start` given to toulbar2 as its first solution (it reads one only from a file)."""
+    with tempfile.TemporaryDirectory(prefix="ipuplan-tb2-") as folder:
+        path = os.path.join(folder, "start.sol")
+        with open(path, "w") as file:
+            file.write(" ".join(map(str, start)) + "\n")
+        network.CFN.read_solution(path, True)
 
 
 _NETWORK: Network | None = None
@@ -162,14 +196,15 @@ Solved = tuple[tuple[int, ...] | None, float]
 """A solve's choice (None: none found) and its wall seconds."""
 
 
-def _timed(network: Network, penalty: list[np.ndarray], seconds: int, seed: int) -> Solved:
+def _timed(network: Network, penalty: list[np.ndarray], seconds: int, seed: int,
+           start: tuple[int, ...] | None) -> Solved:
     """`Network.solved`, and the wall seconds it took."""
     began = time.perf_counter()
-    return network.solved(penalty, seconds, seed), time.perf_counter() - began
+    return network.solved(penalty, seconds, seed, start), time.perf_counter() - began
 
 
-def _solved_in_worker(penalty: list[np.ndarray], seconds: int, seed: int) -> Solved:
-    return _timed(_NETWORK, penalty, seconds, seed)
+def _solved_in_worker(penalty: list[np.ndarray], seconds: int, seed: int, start: tuple[int, ...] | None) -> Solved:
+    return _timed(_NETWORK, penalty, seconds, seed, start)
 
 
 class Solvers:
@@ -187,15 +222,16 @@ class Solvers:
             except (ValueError, OSError):  # no fork here: one process
                 _NETWORK = None
 
-    def submitted(self, penalties: list[list[np.ndarray]], seconds: int,
-                  seed: int) -> Callable[[], list[Solved]]:
-        """The solves begun (in the workers, while this process goes on), and what waits for their choices and wall
-        seconds; without workers they are made when waited for."""
+    def submitted(self, penalties: list[list[np.ndarray]], seconds: int, seed: int,
+                  starts: list[tuple[int, ...] | None]) -> Callable[[], list[Solved]]:
+        """The solves begun (in the workers, while this process goes on), each from its start (None: none), and what
+        waits for their choices and wall seconds; without workers they are made when waited for."""
         seeds = [seed + k for k in range(len(penalties))]
         futures = None
         if self.pool is not None:
             try:
-                futures = [self.pool.submit(_solved_in_worker, p, seconds, s) for p, s in zip(penalties, seeds)]
+                futures = [self.pool.submit(_solved_in_worker, p, seconds, s, start)
+                           for p, s, start in zip(penalties, seeds, starts)]
             except (BrokenProcessPool, OSError):
                 self.close()
 
@@ -205,7 +241,8 @@ class Solvers:
                     return [future.result() for future in futures]
                 except (BrokenProcessPool, OSError):  # a worker killed (out of memory): this process solves from now on
                     self.close()
-            return [_timed(self.network, penalty, seconds, s) for penalty, s in zip(penalties, seeds)]
+            return [_timed(self.network, penalty, seconds, s, start)
+                    for penalty, s, start in zip(penalties, seeds, starts)]
         return waited
 
     def close(self) -> None:
@@ -227,19 +264,37 @@ def shed_least_bytes(problem: Problem, index: GroupRows, deadline: float) -> tup
     return tuple(descend(problem, shed, index, deadline=ends)) if problem.valid(tuple(shed)) else None
 
 
+def far_over(problem: Problem, choice) -> bool:
+    """Whether `choice`'s worst row passes a limit by more than FAR_OVER of it."""
+    worst = problem.usage(choice).worst_excess(problem.limits)
+    return any(over > FAR_OVER * limit.bytes for over, limit in zip(worst, problem.limits))
+
+
 def repaired(problem: Problem, choice, index: GroupRows, deadline: float,
              repair: Callable[..., list[int]] | None = None, repair_seconds: float = REPAIR_SECONDS) -> tuple[int, ...]:
-    """`choice` moved within the limits where a few moves can (`relieve`, then `unforbid`, then `repair` for
-    `repair_seconds` if given and still over with no forbidden pick), then descended; each step at most
-    REPAIR_SECONDS and none past `deadline`."""
+    """`choice` moved within the limits where a few moves can, then descended (`descend`); each step at most
+    REPAIR_SECONDS and none past `deadline`. The moves: `relieve`'s then `unforbid`'s, and `repair(choice,
+    deadline=...)` (the neighbourhoods, for `repair_seconds`, if given) on a choice still over with no forbidden pick;
+    a choice a little over (not `far_over`) goes to `repair` first: on IOPDDL K `relieve` spent its 5.5 s and left
+    such choices over, where the neighbourhoods alone made them valid in 1.5-2.7 s at the same cost or less."""
     def ends(seconds: float = REPAIR_SECONDS) -> float:
         return min(time.perf_counter() + seconds, deadline)
 
-    if problem.usage(choice).violation(problem.limits):
-        choice = unforbid(problem, relieve(problem, choice, index, deadline=ends()), index, deadline=ends())
-    over = problem.usage(choice).violation(problem.limits)
-    if repair is not None and over and not problem.forbidden_in(tuple(choice)) and time.perf_counter() < deadline:
-        choice = repair(list(choice), deadline=ends(repair_seconds))
+    def over(choice) -> bool:
+        return problem.usage(choice).violation(problem.limits) > 0
+
+    def by_neighbourhoods(choice):
+        if repair is None or not over(choice) or problem.forbidden_in(tuple(choice)) or time.perf_counter() >= deadline:
+            return choice
+        return repair(list(choice), deadline=ends(repair_seconds))
+
+    def by_moves(choice):
+        if not over(choice):
+            return choice
+        return unforbid(problem, relieve(problem, choice, index, deadline=ends()), index, deadline=ends())
+
+    for step in ((by_neighbourhoods,) if not far_over(problem, choice) else ()) + (by_moves, by_neighbourhoods):
+        choice = step(choice)
     return tuple(descend(problem, choice, index, deadline=ends()))
 
 
@@ -251,6 +306,10 @@ class _Best:
         self.key: tuple[int, int, int] | None = None
         self.choice: tuple[int, ...] | None = None
 
+    @property
+    def valid(self) -> bool:
+        return self.key is not None and self.key[:2] == (0, 0)
+
     def offer(self, choice: tuple[int, ...]) -> None:
         found = choice_key(self.problem, choice)
         if self.key is not None and found >= self.key:
@@ -261,12 +320,14 @@ class _Best:
 
 
 def _round(problem: Problem, solvers: Solvers, weights: Weights, spread: list[np.ndarray], levels: tuple[float, ...],
-           seconds: int, seed: int) -> Callable[[], tuple[list, float]]:
-    """toulbar2's solves at the weights times each of `levels` (one each, at once) begun, and what
-    waits for their choices, learns the weights' brackets from each and gives the choices and the longest solve's wall
-    seconds; the weights are not moved."""
+           seconds: int, seed: int, start: tuple[int, ...] | None) -> Callable[[], tuple[list, float]]:
+    """toulbar2's solves at the weights times each of `levels` (one each, at once; the first from `start`) begun,
+    and what waits for their choices, learns the weights' brackets from each and gives the choices and the longest
+    solve's wall seconds; the weights are not moved."""
     at = [weights.now * level for level in levels]
-    waited = solvers.submitted([[w * s for w, s in zip(weighted.tolist(), spread)] for weighted in at], seconds, seed)
+    starts = [start if k == 0 else None for k in range(len(levels))]
+    waited = solvers.submitted([[w * s for w, s in zip(weighted.tolist(), spread)] for weighted in at], seconds, seed,
+                               starts)
 
     def learnt() -> tuple[list[tuple[int, ...]], float]:
         found = waited()
@@ -286,7 +347,9 @@ def penalised(problem: Problem, deadline: float, seed: int = 0,
     one. `on_valid` hears of each better valid one; `rounds`: at most so many; `processes`: toulbar2's solves at once
     (each round at as many levels of the weights, LEVELS). The shed least bytes (`shed_least_bytes`) come first: the
     first valid choice early. toulbar2 counts its limit in CPU seconds: a round's limit is the
-    time left over the last round's wall seconds per second asked (a busy machine stretches it)."""
+    time left over the last round's wall seconds per second asked (a busy machine stretches it). Once a valid choice
+    is known, every other round's lower level starts from the best (LEVELS), and a choice far over the limits
+    (`far_over`) is not repaired (the rounds learn from it all the same)."""
     index, network, spread = group_rows(problem), Network(problem), spreads(problem)
     weights = Weights(np.where([s.max() > 0 for s in spread], first_weight(problem, spread), 0.0))
     best, overhead, stretch = _Best(problem, on_valid), 0.0, 1.0
@@ -298,7 +361,8 @@ def penalised(problem: Problem, deadline: float, seed: int = 0,
 
     def offer_repaired(choices: list[tuple[int, ...]], began: float) -> None:
         for choice in choices:
-            best.offer(repaired(problem, choice, index, deadline, repair, _repair_seconds(deadline, began)))
+            if not (best.valid and far_over(problem, choice)):
+                best.offer(repaired(problem, choice, index, deadline, repair, _repair_seconds(deadline, began)))
 
     try:
         for round_ in range(10**9 if rounds is None else rounds):
@@ -310,7 +374,7 @@ def penalised(problem: Problem, deadline: float, seed: int = 0,
             if seconds < 1:
                 break
             learnt = _round(problem, solvers, weights, spread, (SAFE_SCALE,) if round_ == 0 else levels, seconds,
-                            seed + 10 * round_)
+                            seed + 10 * round_, best.choice if round_ % 2 and best.valid else None)
             # the last round's choices repaired while this round's solves run in the workers: both cores busy
             offer_repaired(pending, began)
             overhead = time.perf_counter() - began if pending else overhead

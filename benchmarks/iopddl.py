@@ -189,7 +189,14 @@ def run_all(folder: Path, results: Path, memory_mb: int, letters: list[str], loa
             rows.append({**table_row(letter, reference, run, ended, peak, last_stages(log)),
                          "load": f"{os.getloadavg()[0]:.1f}"})
             print(" | ".join(str(cell) for cell in rows[-1].values()), flush=True)
+            if ended != "finished":  # the run's own words (a traceback) go with the scratch folder otherwise
+                print(f"{letter}: {ended}; its stderr ends:", *said(log)[-40:], sep="\n", file=sys.stderr, flush=True)
     write_results(results, rows, memory_mb, began)
+
+
+def said(log: Path) -> list[str]:
+    """What a run wrote on stderr besides its stage lines."""
+    return [line for line in log.read_text(errors="replace").splitlines() if not line.startswith('{"stage"')]
 
 
 def gap(cost: int, reference: int) -> str:

@@ -205,3 +205,21 @@ def test_a_round_starts_its_lower_level_only():
     spread = spreads(problem)
     wcsp._round(problem, solvers, Weights(np.ones(problem.groups)), spread, wcsp.LEVELS, 1, 0, start)()
     assert solvers.starts == [start, None]
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_solve_that_raises_gives_no_choice_and_the_rounds_go_on(monkeypatch, processes):
+    monkeypatch.setattr(wcsp, "shed_least_bytes", lambda *a: None)
+    instance = next(random_instance(s, nodes=6) for s in range(100) if brute_force(random_instance(s, nodes=6)))
+    problem = problem_of(instance)
+    solve, calls = wcsp.Network.solved, []
+
+    def every_other_raises(self, *args):
+        calls.append(1)
+        if len(calls) % 2 == 0:
+            raise RuntimeError("toulbar2 failed")
+        return solve(self, *args)
+
+    monkeypatch.setattr(wcsp.Network, "solved", every_other_raises)
+    found = penalised(problem, deadline=float("inf"), rounds=4, processes=processes)
+    assert found is not None and evaluate(instance, found).valid

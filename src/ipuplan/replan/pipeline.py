@@ -156,9 +156,9 @@ class Shortfall:
 
 def shortfall(result: Estimate, budgets: Budgets) -> tuple[Shortfall, ...]:
     """Every (step, budget) the estimate exceeds, in step order."""
-    found = []
+    found, limits = [], budgets.limits
     for step, (standard, interleaved) in enumerate(zip(result.standard, result.interleaved)):
-        for limit in budgets.limits:
+        for limit in limits:
             if excess(limit, standard, interleaved):
                 found.append(Shortfall(step, limit.name, limit.usage(standard, interleaved), limit.bytes))
     return tuple(found)
@@ -606,6 +606,7 @@ def _result(prepared: Prepared, solved: SolveResult, explanation: Explanation | 
             # with `exact` the model priced the plan's own figure; the input's is that definition too
             input_exchange = plan_exchange(facts.plan, facts) if exact is not None or beside else None
             output_exchange = plan_exchange(after.plan, after) if beside else None
+            over = shortfall(after.estimate, facts.budgets)  # a loop over every step: beside the check, not after it
         except Exception:
             checking.checked()  # a plan that fails its checks is refused as one, whatever it broke here
             raise
@@ -616,7 +617,7 @@ def _result(prepared: Prepared, solved: SolveResult, explanation: Explanation | 
         after = checking.checked()
     return OptimizeResult(
         prepared, after, solved, changes, note, explanation=explanation,
-        shortfall=shortfall(after.estimate, facts.budgets), model_exchange_before=model[0],
+        shortfall=over, model_exchange_before=model[0],
         model_exchange_after=model[1], model_fingerprint=model[2], solution_fingerprint=solution_fingerprint(choice),
         exact=exact is not None, priced_input=input_exchange, priced_output=output_exchange,
     )

@@ -4,6 +4,8 @@ read as one line and group like with like."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -55,6 +57,8 @@ def test_a_moved_or_rescratched_candidate_leaves_the_original_as_it_was(referenc
     assert vars(original) == before
     bare = Candidate(original.layouts, original.value_bytes, 7)  # nothing tied to a step: the same choice anywhere
     assert bare.shifted(5) is bare
+    # a copy takes the whole __dict__: it must hold the fields alone, whatever was read of the candidate
+    assert original.row_scratch and set(vars(original.shifted(5))) == {f.name for f in dataclasses.fields(Candidate)}
 
 
 def test_a_gathered_copy_is_counted_at_its_reading_step_in_its_class(reference_plan):

@@ -81,7 +81,8 @@ class Candidate:
     def _with(self, **fields) -> Candidate:
         """A copy with `fields` replaced, its other fields shared. Made without the frozen dataclass's `__init__`
         (a guarded `__setattr__` per field) or `dataclasses.replace` (which costs more again): 235k candidates are
-        copied so at 50k values, 1.96 -> 1.02 us each."""
+        copied so at 50k values, 1.96 -> 1.02 us each. The whole `__dict__` is copied: a Candidate keeps nothing in it
+        but its fields (a cached property added here would be copied with them)."""
         made = object.__new__(Candidate)
         made.__dict__.update(self.__dict__)
         made.__dict__.update(fields)

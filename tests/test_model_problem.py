@@ -85,6 +85,16 @@ def test_exchange_of_adds_each_edge_s_pair_to_the_candidates_exchange():
     assert [PAIRED.forbidden_in(c) for c in itertools.product(range(2), range(2))] == [0, 0, 1, 0]
 
 
+def test_the_candidates_laid_end_to_end_are_each_group_s_in_turn():
+    uneven = replace(TWO_STEPS, candidate_counts=(3, 1, 2), input_choice=(0, 0, 0), group_sizes=(1, 1, 1),
+                     exchange=((5, FORBIDDEN, 0), (7,), (1, 2)), rows=())
+    assert uneven.candidate_starts.tolist() == [0, 3, 4]
+    assert uneven.candidate_groups.tolist() == [0, 0, 0, 1, 2, 2]
+    assert uneven.flat_exchange.tolist() == [5, FORBIDDEN, 0, 7, 1, 2] and uneven.flat_exchange.dtype == np.int64
+    empty = replace(uneven, candidate_counts=(), input_choice=(), group_sizes=(), exchange=())
+    assert [len(empty.candidate_starts), len(empty.candidate_groups), len(empty.flat_exchange)] == [0, 0, 0]
+
+
 def test_forbidden_candidates_are_counted_too():
     forbidden = replace(PAIRED, exchange=((0, 3), (FORBIDDEN, 0)))
     assert forbidden.forbidden_in((1, 0)) == 2 and forbidden.forbidden_in((0, 1)) == 0

@@ -442,6 +442,23 @@ class Problem:
     def groups(self) -> int:
         return len(self.candidate_counts)
 
+    @cached_property
+    def candidate_starts(self) -> np.ndarray:
+        """Where each group's candidates begin with every group's laid end to end (the layout of `flat_exchange` and
+        of the solvers' per-candidate arrays). Shared: not to be written."""
+        counts = np.array(self.candidate_counts, dtype=np.int64)
+        return np.cumsum(counts) - counts
+
+    @cached_property
+    def candidate_groups(self) -> np.ndarray:
+        """Per candidate, laid end to end, its group. Shared: not to be written."""
+        return np.repeat(np.arange(self.groups, dtype=np.int64), self.candidate_counts)
+
+    @cached_property
+    def flat_exchange(self) -> np.ndarray:
+        """`exchange` laid end to end (int64). Shared: not to be written."""
+        return np.fromiter(chain.from_iterable(self.exchange), dtype=np.int64, count=sum(self.candidate_counts))
+
     def without_budgets(self) -> Problem:
         return self.with_limits(())
 

@@ -175,15 +175,18 @@ class GroupRows:
 
 def changed_costs(problem: Problem) -> list[np.ndarray]:
     """Per group, per candidate: the values it changes (the group's size, 0 at its input)."""
-    counts = np.array(problem.candidate_counts, dtype=np.int64)
-    return np.split(_flat_changed_costs(problem), (np.cumsum(counts) - counts)[1:]) if len(counts) else []
+    return _per_group(problem, _flat_changed_costs(problem))
+
+
+def _per_group(problem: Problem, flat: np.ndarray) -> list[np.ndarray]:
+    """`flat` (laid as `Problem.candidate_starts`) split into each group's."""
+    return np.split(flat, problem.candidate_starts[1:]) if problem.groups else []
 
 
 def _flat_changed_costs(problem: Problem) -> np.ndarray:
     """`changed_costs`, every group's end to end."""
-    counts = np.array(problem.candidate_counts, dtype=np.int64)
-    group = np.repeat(np.arange(len(counts)), counts)
-    place = np.arange(len(group)) - (np.cumsum(counts) - counts)[group]
+    group = problem.candidate_groups
+    place = np.arange(len(group)) - problem.candidate_starts[group]
     return np.where(place == np.array(problem.input_choice, dtype=np.int64)[group], 0,
                     np.array(problem.group_sizes, dtype=np.int64)[group])
 
@@ -192,16 +195,12 @@ def tie_ranks(problem: Problem) -> list[np.ndarray]:
     """Per group, per candidate: its rank among the group's candidates by (exchange bytes, changed values), equal
     pairs equal ranks. It orders them as exchange x `tie_weight` + changed values does (the weight is more than all
     changes together), with no product that could wrap in int64."""
-    counts = np.array(problem.candidate_counts, dtype=np.int64)
-    return np.split(_flat_tie_ranks(problem), (np.cumsum(counts) - counts)[1:]) if len(counts) else []
+    return _per_group(problem, _flat_tie_ranks(problem))
 
 
 def _flat_tie_ranks(problem: Problem) -> np.ndarray:
     """`tie_ranks`, every group's end to end."""
-    counts = np.array(problem.candidate_counts, dtype=np.int64)
-    group = np.repeat(np.arange(len(counts)), counts)
-    exchange = np.fromiter(chain.from_iterable(problem.exchange), dtype=np.int64, count=int(counts.sum()))
-    changed = _flat_changed_costs(problem)
+    group, exchange, changed = problem.candidate_groups, problem.flat_exchange, _flat_changed_costs(problem)
     order = np.lexsort((changed, exchange, group))
     keys = np.stack([group, exchange, changed])[:, order]
     new = np.concatenate([[True], (keys[:, 1:] != keys[:, :-1]).any(axis=0)])
@@ -216,12 +215,10 @@ def tie_bound(problem: Problem) -> tuple[int, int]:
     its cheapest, then each group's fewest changes among its cheapest candidates (none where its input is one of
     them, else its size). Laid flat: a loop over 20k groups' arrays took 0.2 s at 50k values; summed as Python
     integers, which do not wrap."""
-    counts = np.array(problem.candidate_counts, dtype=np.int64)
     edges = sum(int(edge.costs.min()) for edge in problem.edges)
-    if not len(counts):
+    if not problem.groups:
         return edges, 0
-    starts = np.cumsum(counts) - counts
-    exchange = np.fromiter(chain.from_iterable(problem.exchange), dtype=np.int64, count=int(counts.sum()))
+    starts, exchange = problem.candidate_starts, problem.flat_exchange
     cheapest = np.minimum.reduceat(exchange, starts)
     moved = exchange[starts + np.array(problem.input_choice, dtype=np.int64)] != cheapest
     return sum(cheapest.tolist()) + edges, sum(np.array(problem.group_sizes, dtype=np.int64)[moved].tolist())
@@ -234,36 +231,32 @@ def tie_value(problem: Problem, choice: tuple[int, ...]) -> tuple[int, int]:
 
 def summed_bytes(problem: Problem) -> list[np.ndarray]:
     """Per group, per candidate: its bytes summed over every row it is live at."""
-    offsets = np.cumsum([0, *problem.candidate_counts])
-    sums = _flat_summed_bytes(problem)
-    return [sums[offsets[g]:offsets[g + 1]] for g in range(problem.groups)]
+    return _per_group(problem, _flat_summed_bytes(problem))
 
 
 def _flat_summed_bytes(problem: Problem) -> np.ndarray:
     """`summed_bytes`, every group's end to end."""
     table = problem.table
-    offsets = np.cumsum([0, *problem.candidate_counts])
     live, counts = table.live_rows, table.counts
     candidate = np.arange(len(table.standard)) - np.repeat(table.start, counts)
-    where = np.repeat(offsets[table.group], counts) + candidate
+    where = np.repeat(problem.candidate_starts[table.group], counts) + candidate
     weights = (table.standard + table.interleaved) * np.repeat(live, counts)
-    return np.bincount(where, weights=weights, minlength=int(offsets[-1])).astype(np.int64)
+    return np.bincount(where, weights=weights, minlength=sum(problem.candidate_counts)).astype(np.int64)
 
 
 def _smallest(problem: Problem, objective: Objective, pairing: Pairing) -> list[int]:
     """Per group its smallest candidate (with `fit` the cheapest) that is not forbidden, ties to the cheaper, then
     the lower index: one sort of every candidate by group, then those keys (a sort per group took 0.1 s at 50k
     values)."""
-    counts = np.array(problem.candidate_counts, dtype=np.int64)
-    if not len(counts):
+    if not problem.groups:
         return []
-    starts = np.cumsum(counts) - counts
+    starts, counts = problem.candidate_starts, problem.candidate_counts
     size, tie = _flat_summed_bytes(problem), _flat_tie_ranks(problem)
     forbidden = np.zeros(len(size), dtype=bool)
     for g, alone in pairing.alone.items():
         forbidden[starts[g]:starts[g] + counts[g]] = alone
     keys = (size, tie) if objective == Objective.PEAK else (tie, size)
-    order = np.lexsort((*reversed(keys), forbidden, np.repeat(np.arange(len(counts)), counts)))  # stable: index last
+    order = np.lexsort((*reversed(keys), forbidden, problem.candidate_groups))  # stable: index last
     return (order[starts] - starts).tolist()
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from itertools import chain
 
 import numpy as np
 
@@ -205,12 +204,10 @@ def _narrowed(problem: Problem, kept: tuple[np.ndarray, ...], **fields) -> Probl
     replaced after that. Laid flat: a dict and a tuple per group took 0.15 s of 0.22 at 50k values."""
     table = _kept_table(problem.table, kept)
     flat, starts, counts = _laid_flat(kept)
-    original = np.array(problem.candidate_counts, dtype=np.int64)
     owner = np.repeat(np.arange(len(kept)), counts)
-    exchange = np.fromiter(chain.from_iterable(problem.exchange), dtype=np.int64, count=int(original.sum()))
-    picked = exchange[(np.cumsum(original) - original)[owner] + flat].tolist()
+    picked = problem.flat_exchange[problem.candidate_starts[owner] + flat].tolist()
     # the input's place among its group's kept candidates (ascending), 0 where it was dropped
-    span = int(original.max(initial=0)) + 1
+    span = max(problem.candidate_counts, default=0) + 1
     keys, wanted = owner * span + flat, np.arange(len(kept)) * span + np.array(problem.input_choice, dtype=np.int64)
     at = np.minimum(np.searchsorted(keys, wanted), max(len(keys) - 1, 0))
     found = (keys[at] == wanted) if len(keys) else np.zeros(len(kept), dtype=bool)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import os
+import time
 
 import numpy as np
 import pytest
@@ -10,7 +12,7 @@ from test_iopddl import brute_force, document, random_instance
 
 from ipuplan.solvers import cpsat, wcsp
 from ipuplan.solvers.lagrange import choice_key
-from ipuplan.solvers.wcsp import UP, Weights, broken_groups, penalised, spreads
+from ipuplan.solvers.wcsp import UP, Weights, _timed, broken_groups, penalised, spreads
 from ipuplan.workbench.iopddl import evaluate, instance_of, problem_of, solve_instance
 
 
@@ -110,34 +112,51 @@ def test_a_weight_broken_at_every_try_stops_at_its_most():
 
 
 
-@pytest.mark.parametrize("processes", [1, 2])
-def test_every_round_s_choices_are_repaired_the_last_round_s_after_the_rounds(monkeypatch, processes):
-    # with workers a round's choices are repaired while the next round's solves run: none may be left unrepaired
+@pytest.mark.parametrize(("processes", "fork"), [(1, True), (2, True), (1, False), (2, False)])
+def test_every_round_s_choices_are_repaired_the_last_round_s_after_the_rounds(monkeypatch, processes, fork):
+    # with two processes a round's choices are repaired while the next round's solves run: none may be left unrepaired
     monkeypatch.setattr(wcsp, "shed_least_bytes", lambda *a: None)
+    monkeypatch.setattr(wcsp, "_can_fork", lambda: fork)
     problem = problem_of(random_instance(3, nodes=6))
     repaired, found = [], []
     solve = wcsp.Network.solved
     monkeypatch.setattr(wcsp.Network, "solved", lambda *a: found.append(1) or solve(*a))
     monkeypatch.setattr(wcsp, "repaired", lambda problem, choice, *a, **k: repaired.append(choice) or tuple(choice))
     penalised(problem, deadline=float("inf"), rounds=3, processes=processes)
-    # one solve in the first round, then one per level; in workers the solves are the workers' own
-    assert len(repaired) == (1 + 2 * 2 if processes == 2 else 3)
-    assert processes == 2 or len(found) == 3
+    # one solve in the first round, then one per level (one level where the solves cannot run beside this process);
+    # a forked child's solves are its own
+    assert len(repaired) == (1 + 2 * 2 if processes == 2 and fork else 3)
+    assert fork or len(found) == 3
 
 
-def _dying(*args):
-    import os
+def _dying_at_odd_rounds(network, penalty, seconds, seed, start, unpriced=None):
+    if seed // 10 % 2:  # a round's seeds are the run's plus 10 times its number
+        os._exit(1)  # as toulbar2 does on some errors
+    return _timed(network, penalty, seconds, seed, start, unpriced)
 
-    os._exit(1)
 
-
-def test_a_worker_that_dies_leaves_the_solves_to_this_process(monkeypatch):
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_solve_whose_process_exits_gives_no_choice_and_the_rounds_go_on(monkeypatch, processes):
     monkeypatch.setattr(wcsp, "shed_least_bytes", lambda *a: None)
-    monkeypatch.setattr(wcsp, "_solved_in_worker", _dying)
+    monkeypatch.setattr(wcsp, "_timed", _dying_at_odd_rounds)
     instance = next(random_instance(s, nodes=6) for s in range(100) if brute_force(random_instance(s, nodes=6)))
     problem = problem_of(instance)
-    found = penalised(problem, deadline=float("inf"), rounds=3, processes=2)
+    found = penalised(problem, deadline=float("inf"), rounds=3, processes=processes, seed=0)
     assert found is not None and evaluate(instance, found).valid
+
+
+def test_a_solve_that_hangs_is_killed_past_the_deadline(monkeypatch):
+    monkeypatch.setattr(wcsp, "GRACE", 0.2)
+    monkeypatch.setattr(wcsp, "_timed", lambda *a: time.sleep(60))
+    problem = problem_of(instance_of(LIMITED))
+    solvers = wcsp.Solvers(wcsp.Network(problem), 2, deadline=time.perf_counter())
+    began = time.perf_counter()
+    try:
+        found = solvers.submitted([[np.zeros(k) for k in problem.candidate_counts]] * 2, 1, 0, [None, None])()
+    finally:
+        solvers.close()
+    assert [choice for choice, _ in found] == [None, None] and time.perf_counter() - began < 30
+    assert not solvers.children
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -155,6 +174,7 @@ def test_each_better_valid_choice_is_told_and_the_last_told_is_the_answer(seed):
 def test_a_choice_far_over_the_limit_is_repaired_only_while_no_valid_choice_is_known(monkeypatch, far):
     monkeypatch.setattr(wcsp, "shed_least_bytes", lambda *a: None)
     monkeypatch.setattr(wcsp, "FAR_OVER", far)
+    monkeypatch.setattr(wcsp, "_can_fork", lambda: False)  # the answers scripted in this process
     problem = problem_of(instance_of(LIMITED))
     over, valid = (0, 0, 0), (1, 0, 0)  # over: 9 bytes at time 1, 2 over the limit of 7
     assert wcsp.far_over(problem, over) == (far < 2 / 7) and not wcsp.far_over(problem, valid)
@@ -180,12 +200,13 @@ def test_a_solve_from_a_start_finds_a_choice_no_dearer():
 
 def test_once_a_choice_is_valid_every_other_round_starts_from_the_best_so_far(monkeypatch):
     monkeypatch.setattr(wcsp, "shed_least_bytes", lambda *a: None)
+    monkeypatch.setattr(wcsp, "_can_fork", lambda: False)  # the answers scripted in this process
     monkeypatch.setattr(wcsp, "repaired", lambda problem, choice, *a, **k: tuple(choice))
     problem = problem_of(instance_of(LIMITED))
     over, valid, better = (0, 0, 0), (1, 0, 0), (0, 1, 0)
     assert problem.valid(better) and problem.exchange_of(better) < problem.exchange_of(valid)
     answers, starts = iter([over, valid, better, over, over]), []
-    monkeypatch.setattr(wcsp, "_timed", lambda network, penalty, seconds, seed, start: (
+    monkeypatch.setattr(wcsp, "_timed", lambda network, penalty, seconds, seed, start, unpriced=None: (
         starts.append(start), (next(answers), 0.0))[1])
     assert penalised(problem, deadline=float("inf"), rounds=5, processes=1) == better
     # one process solves a round when it waits for it, after the round before's choices are offered: the start of
@@ -207,19 +228,35 @@ def test_a_round_starts_its_lower_level_only():
     assert solvers.starts == [start, None]
 
 
-@pytest.mark.parametrize("processes", [1, 2])
-def test_a_solve_that_raises_gives_no_choice_and_the_rounds_go_on(monkeypatch, processes):
+@pytest.mark.parametrize(("processes", "fork"), [(1, True), (2, True), (1, False)])
+def test_a_solve_that_raises_gives_no_choice_and_the_rounds_go_on(monkeypatch, processes, fork):
     monkeypatch.setattr(wcsp, "shed_least_bytes", lambda *a: None)
+    monkeypatch.setattr(wcsp, "_can_fork", lambda: fork)
     instance = next(random_instance(s, nodes=6) for s in range(100) if brute_force(random_instance(s, nodes=6)))
     problem = problem_of(instance)
-    solve, calls = wcsp.Network.solved, []
+    solve = wcsp.Network.solved
 
-    def every_other_raises(self, *args):
-        calls.append(1)
-        if len(calls) % 2 == 0:
+    def raises_at_odd_rounds(self, penalty, seconds, seed, *args):
+        if seed // 10 % 2:
             raise RuntimeError("toulbar2 failed")
-        return solve(self, *args)
+        return solve(self, penalty, seconds, seed, *args)
 
-    monkeypatch.setattr(wcsp.Network, "solved", every_other_raises)
-    found = penalised(problem, deadline=float("inf"), rounds=4, processes=processes)
+    monkeypatch.setattr(wcsp.Network, "solved", raises_at_odd_rounds)
+    found = penalised(problem, deadline=float("inf"), rounds=4, processes=processes, seed=0)
     assert found is not None and evaluate(instance, found).valid
+
+
+@pytest.mark.parametrize("beside_valid", [False, True])
+def test_beside_a_valid_choice_one_over_gets_the_neighbourhoods_alone(monkeypatch, beside_valid):
+    problem = problem_of(instance_of(LIMITED))
+    over = (0, 0, 0)
+    assert wcsp.far_over(problem, over)  # 2 over a limit of 7: the moves come first where nothing valid is known
+    moved, asked = [], []
+    relieve = wcsp.relieve
+    monkeypatch.setattr(wcsp, "relieve", lambda *a, **k: moved.append(1) or relieve(*a, **k))
+    found = wcsp.repaired(problem, over, wcsp.group_rows(problem), float("inf"),
+                          repair=lambda choice, deadline: asked.append(1) or choice, beside_valid=beside_valid)
+    if beside_valid:  # the neighbourhoods left it over: given back as it is, no moves, no descent
+        assert (moved, asked, found) == ([], [1], over)
+    else:
+        assert moved and problem.valid(found)

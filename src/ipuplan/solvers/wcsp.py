@@ -11,22 +11,22 @@ the lower one from the best valid choice so far, `LEVELS`), repairs its choices 
 `lagrange.relieve`, `unforbid`, `descend`: over the limits by a little, moved within them), keeps the best, and moves
 each weight within a bracket: up where the group is live at a row over a limit (it was "broken" at that weight), down
 where it is not, halfway (geometrically) once both are known.
-With workers, a round's choices are repaired in this process while the next round's solves run in them (a repair of a
-choice over the limit took 8-12 s on IOPDDL K and S, the solves 6 s: repaired after them, a core idled most of each
-round).
+With two processes, a round's choices are repaired in this process while the next round's solves run in its children
+(a repair of a choice over the limit took 8-12 s on IOPDDL K and S, the solves 6 s: repaired after them, a core idled
+most of each round).
 
 Optional: `available()` says whether toulbar2 is installed; without it the Lagrangian start serves alone.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
+import pickle
+import select
+import signal
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 
 import numpy as np
 
@@ -37,7 +37,8 @@ from ipuplan.solvers.lagrange import choice_key, descend, group_rows, least_byte
 ROUND_SECONDS = 6
 """toulbar2's CPU seconds per round (whole seconds): more rounds let the weights settle, fewer seconds make each round's
 choice worse. Measured alone, one run each, two processes: IOPDDL K 2.33 G at 6 s, 2.39 G at 10 s; S 1.60 G at
-either."""
+either. At 3 s, busy: K +1.86%, +4.76% (at 6 s +3.05%, +8.10%), S +18.27% (at 6 s +3.23%): on S toulbar2 finds
+nothing in 3 s at some weights (the first times 0.7), where on K 2 s give a penalised cost within 0.5% of 6 s's."""
 TOP = 10**15
 """toulbar2's forbidden cost: above any sum of the contest's finite costs (int64 either way)."""
 FIRST_WEIGHT = 0.25
@@ -157,22 +158,32 @@ class Network:
         self.unary = [np.minimum(np.asarray(costs, dtype=np.float64), TOP) for costs in problem.exchange]
         self.edges = [([edge.a, edge.b], np.minimum(edge.costs, TOP).ravel().tolist()) for edge in problem.edges]
 
-    def solved(self, penalty: list[np.ndarray], seconds: int, seed: int,
-               start: tuple[int, ...] | None = None) -> tuple[int, ...] | None:
-        """The least of the costs plus `penalty` toulbar2 finds in `seconds` (None: none), from `start` if given: its
-        cost the first upper bound, its values the first tried (toulbar2's `read_solution`, its `-x`): the search
-        looks near it for a cheaper choice (None when it finds none)."""
+    def unpriced(self):
+        """toulbar2's network of the variables and the pairwise costs: what every solve shares (on IOPDDL K 1.0 s of
+        each solve's 7.2 s, where the penalised unary costs take 0.3 s)."""
         import pytoulbar2
 
         pytoulbar2.tb2.option.lds = 4  # limited discrepancy search: a heuristic, not a proof (what ti2 set)
-        network = pytoulbar2.CFN(TOP, vac=0, seed=seed, verbose=-1)
+        network = pytoulbar2.CFN(TOP, vac=0, verbose=-1)
         for g, count in enumerate(self.counts):
             network.AddVariable(f"g{g}", range(count))
+        for groups, costs in self.edges:
+            network.AddFunction(groups, costs)
+        return network
+
+    def solved(self, penalty: list[np.ndarray], seconds: int, seed: int,
+               start: tuple[int, ...] | None = None, network=None) -> tuple[int, ...] | None:
+        """The least of the costs plus `penalty` toulbar2 finds in `seconds` (None: none), from `start` if given: its
+        cost the first upper bound, its values the first tried (toulbar2's `read_solution`, its `-x`): the search
+        looks near it for a cheaper choice (None when it finds none). On `network` (`unpriced`, which the solve
+        uses up) if given."""
+        import pytoulbar2
+
+        network = self.unpriced() if network is None else network
+        pytoulbar2.tb2.option.seed = seed
         for g, (own, extra) in enumerate(zip(self.unary, penalty)):
             priced = np.where(own >= TOP, TOP, np.minimum(np.rint(own + extra), TOP))
             network.AddFunction([g], priced.astype(np.int64).tolist())
-        for groups, costs in self.edges:
-            network.AddFunction(groups, costs)
         if start is not None:
             _read_start(network, start)
         found = network.Solve(showSolutions=0, timeLimit=max(int(seconds), 1))
@@ -188,74 +199,112 @@ def _read_start(network, start: tuple[int, ...]) -> None:
         network.CFN.read_solution(path, True)
 
 
-_NETWORK: Network | None = None
-"""The network forked workers solve: set before they are forked, so that it is never pickled."""
-
-
 Solved = tuple[tuple[int, ...] | None, float]
 """A solve's choice (None: none found) and its wall seconds."""
 
 
 def _timed(network: Network, penalty: list[np.ndarray], seconds: int, seed: int,
-           start: tuple[int, ...] | None) -> Solved:
-    """`Network.solved`, and the wall seconds it took; no choice where toulbar2 raised (a busy IOPDDL M run ended
-    with exit 1 after 88 s, its traceback lost, once in three: a heuristic solve that fails must not end a run that
-    holds a valid choice)."""
+           start: tuple[int, ...] | None, unpriced=None) -> Solved:
+    """`Network.solved`, and the wall seconds it took; no choice where toulbar2 raised (a heuristic solve that fails
+    must not end a run that holds a valid choice)."""
     began = time.perf_counter()
     try:
-        found = network.solved(penalty, seconds, seed, start)
+        found = network.solved(penalty, seconds, seed, start, unpriced)
     except Exception:  # noqa: BLE001 - toulbar2's own (tb2.Contradiction, SolverOut) and whatever it passes up
         found = None
     return found, time.perf_counter() - began
 
 
-def _solved_in_worker(penalty: list[np.ndarray], seconds: int, seed: int, start: tuple[int, ...] | None) -> Solved:
-    return _timed(_NETWORK, penalty, seconds, seed, start)
+def _can_fork() -> bool:
+    return hasattr(os, "fork")
+
+
+GRACE = 2.0
+"""Seconds past its deadline and its own CPU limit a solve may run before it is killed (a child that hangs)."""
 
 
 class Solvers:
-    """toulbar2 (one thread) on one network, as many solves at a time as `processes` (two at most, LEVELS): in forked
-    workers when more than one, so that a round uses both cores of a 2-core machine; in this process where a worker
-    fails or the platform cannot fork."""
+    """toulbar2 (one thread) on one network, `processes` solves at a time (two at most, LEVELS). Each solve runs in a
+    child forked from this process, which holds the unpriced network built once (`Network.unpriced`): a solve that
+    crashes or exits (toulbar2 calls `exit` on some errors) ends its child only, and gives no choice: a busy IOPDDL M
+    run ended with exit 1 once in three, cause not found, when a pool of workers solved and a worker's death moved the
+    solves into this process. In this process, rebuilt each time, where the platform cannot fork."""
 
-    def __init__(self, network: Network, processes: int) -> None:
-        global _NETWORK
-        self.network, self.pool = network, None
-        if processes > 1:
-            _NETWORK = network
-            try:
-                self.pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"))
-            except (ValueError, OSError):  # no fork here: one process
-                _NETWORK = None
+    def __init__(self, network: Network, processes: int, deadline: float) -> None:
+        self.network, self.processes, self.deadline = network, processes, deadline
+        self.unpriced = network.unpriced() if _can_fork() else None
+        self.children: set[int] = set()
+
+    @property
+    def parallel(self) -> bool:
+        """Whether a round's solves run at once, beside this process."""
+        return self.processes > 1 and self.unpriced is not None
 
     def submitted(self, penalties: list[list[np.ndarray]], seconds: int, seed: int,
                   starts: list[tuple[int, ...] | None]) -> Callable[[], list[Solved]]:
-        """The solves begun (in the workers, while this process goes on), each from its start (None: none), and what
-        waits for their choices and wall seconds; without workers they are made when waited for."""
-        seeds = [seed + k for k in range(len(penalties))]
-        futures = None
-        if self.pool is not None:
-            try:
-                futures = [self.pool.submit(_solved_in_worker, p, seconds, s, start)
-                           for p, s, start in zip(penalties, seeds, starts)]
-            except (BrokenProcessPool, OSError):
-                self.close()
+        """The solves begun (with more processes than one, while this process goes on), each from its start (None:
+        none), and what waits for their choices and wall seconds; with one process each is made when waited for."""
+        solves = [(penalty, seconds, seed + k, start) for k, (penalty, start) in enumerate(zip(penalties, starts))]
+        if self.unpriced is None:
+            return lambda: [_timed(self.network, *solve) for solve in solves]
+        if self.processes > 1:
+            begun = [self._forked(*solve) for solve in solves]
+            return lambda: [waited() for waited in begun]
+        return lambda: [self._forked(*solve)() for solve in solves]
 
-        def waited() -> list[Solved]:
-            if futures is not None:
-                try:
-                    return [future.result() for future in futures]
-                except (BrokenProcessPool, OSError):  # a worker killed (out of memory): this process solves from now on
-                    self.close()
-            return [_timed(self.network, penalty, seconds, s, start)
-                    for penalty, s, start in zip(penalties, seeds, starts)]
+    def _forked(self, penalty: list[np.ndarray], seconds: int, seed: int,
+                start: tuple[int, ...] | None) -> Callable[[], Solved]:
+        """The solve begun in a forked child, and what waits for it (killing it GRACE past the deadline or past its
+        own limit)."""
+        began = time.perf_counter()
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: its answer down the pipe, then out without running this process's exit handlers
+            try:
+                os.close(read)
+                with os.fdopen(write, "wb") as out:
+                    pickle.dump(_timed(self.network, penalty, seconds, seed, start, self.unpriced), out)
+            finally:
+                os._exit(0)
+        os.close(write)
+        self.children.add(pid)
+        until = max(self.deadline, began + seconds) + GRACE
+
+        def waited() -> Solved:
+            answer = _read_until(read, until)
+            self._reaped(pid)
+            try:  # the child's own wall seconds: this process may have come to read late
+                return pickle.loads(answer)
+            except (pickle.UnpicklingError, EOFError, ValueError):  # it died, or was killed
+                return None, time.perf_counter() - began
         return waited
 
+    def _reaped(self, pid: int) -> None:
+        try:
+            os.kill(pid, signal.SIGKILL)  # done, or past its time
+        except ProcessLookupError:
+            pass
+        os.waitpid(pid, 0)
+        self.children.discard(pid)
+
     def close(self) -> None:
-        global _NETWORK
-        if self.pool is not None:
-            self.pool.shutdown(cancel_futures=True)
-            self.pool, _NETWORK = None, None
+        for pid in list(self.children):
+            self._reaped(pid)
+        self.unpriced = None
+
+
+def _read_until(fd: int, until: float) -> bytes:
+    """What a child writes to `fd` until it closes it, or b"" at `until` (a `time.perf_counter` value)."""
+    parts = []
+    with os.fdopen(fd, "rb", buffering=0) as pipe:
+        while (left := until - time.perf_counter()) > 0:
+            if not select.select([pipe], [], [], None if left == float("inf") else left)[0]:
+                return b""
+            part = pipe.read(1 << 16)
+            if not part:
+                return b"".join(parts)
+            parts.append(part)
+    return b""
 
 
 def shed_least_bytes(problem: Problem, index: GroupRows, deadline: float) -> tuple[int, ...] | None:
@@ -277,12 +326,16 @@ def far_over(problem: Problem, choice) -> bool:
 
 
 def repaired(problem: Problem, choice, index: GroupRows, deadline: float,
-             repair: Callable[..., list[int]] | None = None, repair_seconds: float = REPAIR_SECONDS) -> tuple[int, ...]:
+             repair: Callable[..., list[int]] | None = None, repair_seconds: float = REPAIR_SECONDS,
+             beside_valid: bool = False) -> tuple[int, ...]:
     """`choice` moved within the limits where a few moves can, then descended (`descend`); each step at most
     REPAIR_SECONDS and none past `deadline`. The moves: `relieve`'s then `unforbid`'s, and `repair(choice,
     deadline=...)` (the neighbourhoods, for `repair_seconds`, if given) on a choice still over with no forbidden pick;
     a choice a little over (not `far_over`) goes to `repair` first: on IOPDDL K `relieve` spent its 5.5 s and left
-    such choices over, where the neighbourhoods alone made them valid in 1.5-2.7 s at the same cost or less."""
+    such choices over, where the neighbourhoods alone made them valid in 1.5-2.7 s at the same cost or less.
+    `beside_valid` (a valid choice is known): the neighbourhoods alone, and a choice they leave over is given back
+    as it is. On busy IOPDDL K runs the moves and the second neighbourhoods after them took up to 20 s of a repair
+    (this process's CPU, which the rounds' solves share) and gave nothing valid near the best (+18% to +66% of it)."""
     def ends(seconds: float = REPAIR_SECONDS) -> float:
         return min(time.perf_counter() + seconds, deadline)
 
@@ -299,8 +352,14 @@ def repaired(problem: Problem, choice, index: GroupRows, deadline: float,
             return choice
         return unforbid(problem, relieve(problem, choice, index, deadline=ends()), index, deadline=ends())
 
-    for step in ((by_neighbourhoods,) if not far_over(problem, choice) else ()) + (by_moves, by_neighbourhoods):
+    if beside_valid:
+        steps = (by_neighbourhoods,)
+    else:
+        steps = ((by_neighbourhoods,) if not far_over(problem, choice) else ()) + (by_moves, by_neighbourhoods)
+    for step in steps:
         choice = step(choice)
+    if beside_valid and over(choice):
+        return tuple(choice)
     return tuple(descend(problem, choice, index, deadline=ends()))
 
 
@@ -361,27 +420,28 @@ def penalised(problem: Problem, deadline: float, seed: int = 0,
     best, overhead, stretch = _Best(problem, on_valid), 0.0, 1.0
     if (early := shed_least_bytes(problem, index, deadline)) is not None:
         best.offer(early)  # valid in 1.4-2.7 s on IOPDDL K, M, S, where the first round's took 6.4 s (S: none)
-    solvers = Solvers(network, min(processes, len(LEVELS)))
-    levels = LEVELS if solvers.pool is not None else (1.0,)
+    solvers = Solvers(network, min(processes, len(LEVELS)), deadline)
+    levels = LEVELS if solvers.parallel else (1.0,)
     pending: list[tuple[int, ...]] = []
 
     def offer_repaired(choices: list[tuple[int, ...]], began: float) -> None:
         for choice in choices:
             if not (best.valid and far_over(problem, choice)):
-                best.offer(repaired(problem, choice, index, deadline, repair, _repair_seconds(deadline, began)))
+                best.offer(repaired(problem, choice, index, deadline, repair, _repair_seconds(deadline, began),
+                                    beside_valid=best.valid))
 
     try:
         for round_ in range(10**9 if rounds is None else rounds):
             began = time.perf_counter()
-            # the time left holds this round's solves and the repair of its choices after them (and, with no workers,
+            # the time left holds this round's solves and the repair of its choices after them (and, one at a time,
             # the repair of the last round's before them)
             seconds = int(min(ROUND_SECONDS if round_ else FIRST_SECONDS,
-                              (deadline - began - overhead * (1 if solvers.pool else 2)) / stretch))
+                              (deadline - began - overhead * (1 if solvers.parallel else 2)) / stretch))
             if seconds < 1:
                 break
             learnt = _round(problem, solvers, weights, spread, (SAFE_SCALE,) if round_ == 0 else levels, seconds,
                             seed + 10 * round_, best.choice if round_ % 2 and best.valid else None)
-            # the last round's choices repaired while this round's solves run in the workers: both cores busy
+            # the last round's choices repaired while this round's solves run in the children: both cores busy
             offer_repaired(pending, began)
             overhead = time.perf_counter() - began if pending else overhead
             pending, wall = learnt()

@@ -34,11 +34,13 @@ from ipuplan.model.problem import FORBIDDEN, Problem
 from ipuplan.solvers.construct import GroupRows
 from ipuplan.solvers.lagrange import choice_key, descend, group_rows, least_bytes, relieve, unforbid
 
-ROUND_SECONDS = 6
-"""toulbar2's CPU seconds per round (whole seconds): more rounds let the weights settle, fewer seconds make each round's
-choice worse. Measured alone, one run each, two processes: IOPDDL K 2.33 G at 6 s, 2.39 G at 10 s; S 1.60 G at
-either. At 3 s, busy: K +1.86%, +4.76% (at 6 s +3.05%, +8.10%), S +18.27% (at 6 s +3.23%): on S toulbar2 finds
-nothing in 3 s at some weights (the first times 0.7), where on K 2 s give a penalised cost within 0.5% of 6 s's."""
+ROUND_SECONDS, SHORT_SECONDS = 6, 3
+"""toulbar2's CPU seconds per round (whole seconds): SHORT_SECONDS until a solve from no start finds nothing in them,
+ROUND_SECONDS from then on. More rounds let the weights settle, fewer seconds make each round's choice worse, and
+too few find nothing: on IOPDDL K 2 s give a penalised cost within 0.5% of 6 s's, on S 3 s find nothing at some
+weights (the first times 0.7), on M every solve ends by itself within 2 s. Busy, one run each: K at 3 s +1.86%,
++4.76%, at 6 s +3.05%, +8.10%; S at 3 s throughout +18.27%, at 6 s +3.23%. Alone, two processes: K 2.33 G at 6 s,
+2.39 G at 10 s; S 1.60 G at either."""
 TOP = 10**15
 """toulbar2's forbidden cost: above any sum of the contest's finite costs (int64 either way)."""
 FIRST_WEIGHT = 0.25
@@ -385,21 +387,22 @@ class _Best:
 
 
 def _round(problem: Problem, solvers: Solvers, weights: Weights, spread: list[np.ndarray], levels: tuple[float, ...],
-           seconds: int, seed: int, start: tuple[int, ...] | None) -> Callable[[], tuple[list, float]]:
+           seconds: int, seed: int, start: tuple[int, ...] | None) -> Callable[[], tuple[list, float, bool]]:
     """toulbar2's solves at the weights times each of `levels` (one each, at once; the first from `start`) begun,
-    and what waits for their choices, learns the weights' brackets from each and gives the choices and the longest
-    solve's wall seconds; the weights are not moved."""
+    and what waits for their choices, learns the weights' brackets from each and gives the choices, the longest
+    solve's wall seconds and whether a solve from no start found nothing; the weights are not moved."""
     at = [weights.now * level for level in levels]
     starts = [start if k == 0 else None for k in range(len(levels))]
     waited = solvers.submitted([[w * s for w, s in zip(weighted.tolist(), spread)] for weighted in at], seconds, seed,
                                starts)
 
-    def learnt() -> tuple[list[tuple[int, ...]], float]:
+    def learnt() -> tuple[list[tuple[int, ...]], float, bool]:
         found = waited()
         for (choice, _), weighted in zip(found, at):
             if choice is not None:
                 weights.learn(broken_groups(problem, choice), weighted)
-        return [choice for choice, _ in found if choice is not None], max(wall for _, wall in found)
+        missed = any(choice is None and begun is None for (choice, _), begun in zip(found, starts))
+        return [choice for choice, _ in found if choice is not None], max(wall for _, wall in found), missed
     return learnt
 
 
@@ -411,13 +414,14 @@ def penalised(problem: Problem, deadline: float, seed: int = 0,
     repaired (`repaired`; `repair(choice, deadline=...)` as `lagrange.lagrangian` takes it); None when no round found
     one. `on_valid` hears of each better valid one; `rounds`: at most so many; `processes`: toulbar2's solves at once
     (each round at as many levels of the weights, LEVELS). The shed least bytes (`shed_least_bytes`) come first: the
-    first valid choice early. toulbar2 counts its limit in CPU seconds: a round's limit is the
-    time left over the last round's wall seconds per second asked (a busy machine stretches it). Once a valid choice
+    first valid choice early. toulbar2 counts its limit in CPU seconds: a round's limit is SHORT_SECONDS until a solve
+    from no start finds nothing in them (ROUND_SECONDS after), at most the time left over the last round's wall
+    seconds per second asked (a busy machine stretches it). Once a valid choice
     is known, every other round's lower level starts from the best (LEVELS), and a choice far over the limits
     (`far_over`) is not repaired (the rounds learn from it all the same)."""
     index, network, spread = group_rows(problem), Network(problem), spreads(problem)
     weights = Weights(np.where([s.max() > 0 for s in spread], first_weight(problem, spread), 0.0))
-    best, overhead, stretch = _Best(problem, on_valid), 0.0, 1.0
+    best, overhead, stretch, round_seconds = _Best(problem, on_valid), 0.0, 1.0, SHORT_SECONDS
     if (early := shed_least_bytes(problem, index, deadline)) is not None:
         best.offer(early)  # valid in 1.4-2.7 s on IOPDDL K, M, S, where the first round's took 6.4 s (S: none)
     solvers = Solvers(network, min(processes, len(LEVELS)), deadline)
@@ -435,7 +439,7 @@ def penalised(problem: Problem, deadline: float, seed: int = 0,
             began = time.perf_counter()
             # the time left holds this round's solves and the repair of its choices after them (and, one at a time,
             # the repair of the last round's before them)
-            seconds = int(min(ROUND_SECONDS if round_ else FIRST_SECONDS,
+            seconds = int(min(round_seconds if round_ else FIRST_SECONDS,
                               (deadline - began - overhead * (1 if solvers.parallel else 2)) / stretch))
             if seconds < 1:
                 break
@@ -444,8 +448,9 @@ def penalised(problem: Problem, deadline: float, seed: int = 0,
             # the last round's choices repaired while this round's solves run in the children: both cores busy
             offer_repaired(pending, began)
             overhead = time.perf_counter() - began if pending else overhead
-            pending, wall = learnt()
+            pending, wall, missed = learnt()
             stretch = max(wall / seconds, 1.0)
+            round_seconds = ROUND_SECONDS if missed else round_seconds
             if round_ > 0 and pending:  # the first round's brackets are kept, the search begins at the first weights
                 weights.move()
         offer_repaired(pending, time.perf_counter())  # the last round's, in the time left

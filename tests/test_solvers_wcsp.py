@@ -262,18 +262,20 @@ def test_beside_a_valid_choice_one_over_gets_the_neighbourhoods_alone(monkeypatc
         assert moved and problem.valid(found)
 
 
-def test_the_rounds_are_short_until_a_solve_from_no_start_finds_nothing(monkeypatch):
+def test_the_rounds_are_short_and_longer_each_time_a_solve_from_no_start_finds_nothing(monkeypatch):
     monkeypatch.setattr(wcsp, "shed_least_bytes", lambda *a: None)
     monkeypatch.setattr(wcsp, "repaired", lambda problem, choice, *a, **k: tuple(choice))
     monkeypatch.setattr(wcsp, "_can_fork", lambda: False)  # the answers scripted in this process
     problem = problem_of(instance_of(LIMITED))
     valid = (1, 0, 0)
     # one process offers a round's choices after the next round's solve: round 3 starts from round 1's valid choice
-    # and finds none cheaper (still short); round 4, from no start, finds none: long from then on
-    answers, asked = iter([valid, valid, valid, None, None, valid]), []
+    # and finds none cheaper (still short); round 4, from no start, finds none: twice as long from then on; round 6
+    # finds none again: twice again, and no longer after round 8's miss
+    answers, asked = iter([valid, valid, valid, None, None, valid, None, valid, None, valid]), []
     monkeypatch.setattr(wcsp, "_timed", lambda network, penalty, seconds, seed, start, unpriced=None: (
         asked.append((seconds, start)), (next(answers), 0.0))[1])
-    penalised(problem, deadline=float("inf"), rounds=6, processes=1)
-    short, long = wcsp.SHORT_SECONDS, wcsp.ROUND_SECONDS
-    assert [seconds for seconds, _ in asked] == [wcsp.FIRST_SECONDS] + [short] * 4 + [long]
+    penalised(problem, deadline=float("inf"), rounds=10, processes=1)
+    short, longest = wcsp.SHORT_SECONDS, wcsp.LONGEST_SECONDS
+    assert longest == 4 * short
+    assert [seconds for seconds, _ in asked] == [wcsp.FIRST_SECONDS] + [short] * 4 + [2 * short] * 2 + [longest] * 3
     assert [start for _, start in asked[3:5]] == [valid, None]

@@ -34,13 +34,14 @@ from ipuplan.model.problem import FORBIDDEN, Problem
 from ipuplan.solvers.construct import GroupRows
 from ipuplan.solvers.lagrange import choice_key, descend, group_rows, least_bytes, relieve, unforbid
 
-ROUND_SECONDS, SHORT_SECONDS = 6, 3
-"""toulbar2's CPU seconds per round (whole seconds): SHORT_SECONDS until a solve from no start finds nothing in them,
-ROUND_SECONDS from then on. More rounds let the weights settle, fewer seconds make each round's choice worse, and
-too few find nothing: on IOPDDL K 2 s give a penalised cost within 0.5% of 6 s's, on S 3 s find nothing at some
-weights (the first times 0.7), on M every solve ends by itself within 2 s. Busy, one run each: K at 3 s +1.86%,
-+4.76%, at 6 s +3.05%, +8.10%; S at 3 s throughout +18.27%, at 6 s +3.23%. Alone, two processes: K 2.33 G at 6 s,
-2.39 G at 10 s; S 1.60 G at either."""
+SHORT_SECONDS, LONGEST_SECONDS = 3, 12
+"""toulbar2's CPU seconds per round (whole seconds): SHORT_SECONDS, doubled (up to LONGEST_SECONDS) each time a solve
+from no start finds nothing in them. More rounds let the weights settle, fewer seconds make each round's choice
+worse, and too few find nothing: on IOPDDL K 2 s give a penalised cost within 0.5% of 6 s's; on S toulbar2's
+preprocessing takes 2.7 s and its first dive ends at 6.1 s at some weights (the first times 0.7), so that 3 s find
+nothing there and 6 s barely; on M every solve ends by itself within 2 s. Busy, one run each: K at 3 s +0.11%,
++0.81%, +1.86%, +3.64%, +4.76%, +4.76%, at 6 s +3.05%, +8.10%; S at 3 s throughout +18.27%, at 6 s +3.20% to
++3.36%. Alone, two processes: K at 6 s 2.33 G, at 10 s 2.39 G; S 1.60 G at either."""
 TOP = 10**15
 """toulbar2's forbidden cost: above any sum of the contest's finite costs (int64 either way)."""
 FIRST_WEIGHT = 0.25
@@ -414,11 +415,11 @@ def penalised(problem: Problem, deadline: float, seed: int = 0,
     repaired (`repaired`; `repair(choice, deadline=...)` as `lagrange.lagrangian` takes it); None when no round found
     one. `on_valid` hears of each better valid one; `rounds`: at most so many; `processes`: toulbar2's solves at once
     (each round at as many levels of the weights, LEVELS). The shed least bytes (`shed_least_bytes`) come first: the
-    first valid choice early. toulbar2 counts its limit in CPU seconds: a round's limit is SHORT_SECONDS until a solve
-    from no start finds nothing in them (ROUND_SECONDS after), at most the time left over the last round's wall
-    seconds per second asked (a busy machine stretches it). Once a valid choice
-    is known, every other round's lower level starts from the best (LEVELS), and a choice far over the limits
-    (`far_over`) is not repaired (the rounds learn from it all the same)."""
+    first valid choice early. toulbar2 counts its limit in CPU seconds: a round's limit is SHORT_SECONDS, doubled
+    each time a solve from no start finds nothing in them (up to LONGEST_SECONDS), at most the time left over the last
+    round's wall seconds per second asked (a busy machine stretches it). Once a valid choice is known, every other
+    round's lower level starts from the best (LEVELS), and a choice far over the limits (`far_over`) is not repaired
+    (the rounds learn from it all the same)."""
     index, network, spread = group_rows(problem), Network(problem), spreads(problem)
     weights = Weights(np.where([s.max() > 0 for s in spread], first_weight(problem, spread), 0.0))
     best, overhead, stretch, round_seconds = _Best(problem, on_valid), 0.0, 1.0, SHORT_SECONDS
@@ -450,7 +451,7 @@ def penalised(problem: Problem, deadline: float, seed: int = 0,
             overhead = time.perf_counter() - began if pending else overhead
             pending, wall, missed = learnt()
             stretch = max(wall / seconds, 1.0)
-            round_seconds = ROUND_SECONDS if missed else round_seconds
+            round_seconds = min(2 * round_seconds, LONGEST_SECONDS) if missed else round_seconds
             if round_ > 0 and pending:  # the first round's brackets are kept, the search begins at the first weights
                 weights.move()
         offer_repaired(pending, time.perf_counter())  # the last round's, in the time left

@@ -1,6 +1,7 @@
 """`plan.forked`: a call made in a forked copy of the process gives what it gives here (its result, or what it
 raises), is made here when the copy cannot answer, once, and ends with the context that started it or with an
-interrupt of the wait; forks are off until allowed."""
+interrupt of the wait; forks are off until allowed (or the call forks `always`); a caller may have its own result
+where the copy gives none, and a time past which the copy is ended."""
 
 from __future__ import annotations
 
@@ -102,5 +103,41 @@ def test_an_interrupt_handed_to_the_waiting_thread_ends_the_wait_and_the_copy(tm
     with pytest.raises(KeyboardInterrupt), Forked(lambda: time.sleep(2) or mark.touch()) as call:
         call.result()
     assert time.monotonic() - began < 1.5
+    time.sleep(2.5)
+    assert not mark.exists()
+
+
+def test_a_call_made_always_forks_before_forks_are_allowed():
+    with Forked(os.getpid, always=True) as call:
+        assert call.forked and call.result() != os.getpid()
+
+
+def test_where_a_copy_dies_the_result_is_lost_s_and_the_call_is_not_made_here(forks_allowed):
+    parent, made = os.getpid(), []
+
+    def dies_in_the_copy() -> str:
+        if in_the_copy(parent):
+            os._exit(1)  # as toulbar2 does on some errors: made here, it would end this process
+        made.append(1)
+        return "made here"
+
+    with Forked(dies_in_the_copy, lost=lambda: "lost") as call:
+        assert call.result() == "lost"
+    assert made == []
+
+
+def test_without_a_fork_lost_is_not_asked_and_the_call_is_made_here():
+    with Forked(os.getpid, fork=False, lost=lambda: "lost") as call:
+        assert call.result() == os.getpid()
+
+
+def test_a_copy_that_has_not_answered_by_until_is_ended_and_its_result_lost(tmp_path, forks_allowed):
+    mark = tmp_path / "still running"
+    began = time.perf_counter()
+    call = Forked(lambda: time.sleep(2) or mark.touch(), until=began + 0.3, lost=lambda: "late")
+    pid = call._pid
+    assert call.result() == "late" and time.perf_counter() - began < 1.5
+    with pytest.raises(ChildProcessError):  # reaped
+        os.waitpid(pid, os.WNOHANG)
     time.sleep(2.5)
     assert not mark.exists()

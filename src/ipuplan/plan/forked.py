@@ -1,11 +1,14 @@
 """A pure call made in a forked copy of this process while this one goes on: on a 2-core machine a large plan's
 re-check (1.4 s at 50k values) runs beside the figures the run reports of it. The copy shares every object
 copy-on-write, so only the result is pickled. Where no fork is wanted, allowed or possible, or the copy dies or its
-answer cannot be read, the call is made here when its result is asked for: the result is the same either way.
+answer cannot be read, the call is made here when its result is asked for: the result is the same either way. A caller
+for whom a second try here would be the harm the copy guards against (toulbar2 calls `exit` on some errors) gives
+`lost`, what the result is then instead, and may bound the wait with `until`.
 
 Forks are off until `allow_forks`: a copy has only the thread that forked, and a lock another thread held at that
 moment stays held in it for good (Python 3.11's `cached_property` takes one per property, for every instance). The
-CLI allows them: its other threads (a progress ticker, a signal taker) take no lock the calls here need.
+CLI allows them: its other threads (a progress ticker, a signal taker) take no lock the calls here need. A call that
+takes no lock at all (a toulbar2 solve) may fork `always`.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import os
 import pickle
 import select
 import signal
+import time
 import traceback
 import warnings
 from collections.abc import Callable
@@ -42,13 +46,18 @@ class ForkedError(Exception):
 
 class Forked(Generic[T]):
     """`function(*arguments)` (with the collector held off), made in a forked copy when `fork` and forks are
-    allowed; `result` waits for it, once. A context manager: left before the result was read, the copy is ended."""
+    allowed (or `always`); `result` waits for it, once. Where a copy was wanted and gave no answer (the system refused
+    the fork, the copy died, its answer did not unpickle, or it had not answered by `until`, a `time.perf_counter`
+    value, and was ended), the result is `lost()`, or else the call made here. A context manager: left before the
+    result was read, the copy is ended."""
 
-    def __init__(self, function: Callable[..., T], *arguments, fork: bool = True) -> None:
+    def __init__(self, function: Callable[..., T], *arguments, fork: bool = True, always: bool = False,
+                 until: float | None = None, lost: Callable[[], T] | None = None) -> None:
         self._function, self._arguments = function, arguments
+        self._until, self._lost = until, lost
         self._outcome: tuple[str, object] | None = None
-        wanted = fork and _allowed["forks"] and hasattr(os, "fork")
-        self._pid, self._reader = _started(self._function, arguments) if wanted else (None, None)
+        self._wanted = fork and (always or _allowed["forks"]) and hasattr(os, "fork")
+        self._pid, self._reader = _started(self._function, arguments) if self._wanted else (None, None)
 
     @property
     def forked(self) -> bool:
@@ -59,7 +68,9 @@ class Forked(Generic[T]):
         """The call's result, or what it raised, raised here."""
         if self._outcome is None:
             self._outcome = self._answer() if self._pid is not None else None
-            if self._outcome is None:
+            if self._outcome is None and self._wanted and self._lost is not None:
+                self._outcome = "returned", self._lost()
+            elif self._outcome is None:
                 self._outcome = _outcome(self._function, self._arguments)
         kind, value = self._outcome
         if kind == "raised":
@@ -67,13 +78,12 @@ class Forked(Generic[T]):
         return value
 
     def _answer(self) -> tuple[str, object] | None:
-        """The copy's outcome; None where it died (killed, out of memory) or its answer does not unpickle."""
+        """The copy's outcome; None where it died (killed, out of memory), its answer does not unpickle, or it had not
+        answered by `until`."""
         try:
-            data = _read_all(self._reader)
-        except BaseException:  # an interrupt of the wait: the copy is ended, not waited for
+            data = _read_all(self._reader, self._until)
+        finally:  # ended: done, past `until`, or the wait interrupted
             self.cancel()
-            raise
-        self._ended()
         try:
             kind, value, trace = pickle.loads(data)
         except (EOFError, pickle.UnpicklingError, AttributeError, ImportError, TypeError, ValueError):
@@ -170,12 +180,15 @@ def _answer(function: Callable[..., object], arguments: tuple, reader: int, writ
         os._exit(0)
 
 
-def _read_all(reader: int) -> bytes:
-    """Everything the copy writes, until it ends; a wait that looks up every `_POLL_SECONDS` so that an interrupt
-    handed to this thread is taken (and the copy ended by the caller's context)."""
+def _read_all(reader: int, until: float | None = None) -> bytes:
+    """Everything the copy writes, until it ends (b"" at `until`); a wait that looks up every `_POLL_SECONDS` so that
+    an interrupt handed to this thread is taken (and the copy ended by the caller's context)."""
     parts = []
     while True:
-        ready, _, _ = select.select([reader], [], [], _POLL_SECONDS)
+        wait = _POLL_SECONDS if until is None else min(_POLL_SECONDS, until - time.perf_counter())
+        if wait <= 0:
+            return b""
+        ready, _, _ = select.select([reader], [], [], wait)
         if not ready:
             continue
         chunk = os.read(reader, _READ)

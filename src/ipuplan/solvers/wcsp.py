@@ -21,9 +21,6 @@ Optional: `available()` says whether toulbar2 is installed; without it the Lagra
 from __future__ import annotations
 
 import os
-import pickle
-import select
-import signal
 import tempfile
 import time
 from collections.abc import Callable
@@ -31,6 +28,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ipuplan.model.problem import FORBIDDEN, Problem
+from ipuplan.plan.forked import Forked
 from ipuplan.solvers.construct import GroupRows
 from ipuplan.solvers.lagrange import choice_key, descend, group_rows, least_bytes, relieve, unforbid
 
@@ -236,7 +234,7 @@ class Solvers:
     def __init__(self, network: Network, processes: int, deadline: float) -> None:
         self.network, self.processes, self.deadline = network, processes, deadline
         self.unpriced = network.unpriced() if _can_fork() else None
-        self.children: set[int] = set()
+        self.running: list[Forked[Solved]] = []
 
     @property
     def parallel(self) -> bool:
@@ -252,62 +250,33 @@ class Solvers:
             return lambda: [_timed(self.network, *solve) for solve in solves]
         if self.processes > 1:
             begun = [self._forked(*solve) for solve in solves]
-            return lambda: [waited() for waited in begun]
-        return lambda: [self._forked(*solve)() for solve in solves]
+            return lambda: [self._waited(call) for call in begun]
+        return lambda: [self._waited(self._forked(*solve)) for solve in solves]
 
     def _forked(self, penalty: list[np.ndarray], seconds: int, seed: int,
-                start: tuple[int, ...] | None) -> Callable[[], Solved]:
-        """The solve begun in a forked child, and what waits for it (killing it GRACE past the deadline or past its
-        own limit)."""
+                start: tuple[int, ...] | None) -> Forked[Solved]:
+        """The solve begun in a forked child, ended GRACE past the deadline or past its own limit; a child that gives
+        no answer gives no choice (never the solve again in this process). It forks without `allow_forks`: toulbar2
+        takes no lock of this process, as the pool of workers it replaces did not."""
         began = time.perf_counter()
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: its answer down the pipe, then out without running this process's exit handlers
-            try:
-                os.close(read)
-                with os.fdopen(write, "wb") as out:
-                    pickle.dump(_timed(self.network, penalty, seconds, seed, start, self.unpriced), out)
-            finally:
-                os._exit(0)
-        os.close(write)
-        self.children.add(pid)
-        until = max(self.deadline, began + seconds) + GRACE
+        call = Forked(_timed, self.network, penalty, seconds, seed, start, self.unpriced, always=True,
+                      until=max(self.deadline, began + seconds) + GRACE,
+                      lost=lambda: (None, time.perf_counter() - began))
+        self.running.append(call)
+        return call
 
-        def waited() -> Solved:
-            answer = _read_until(read, until)
-            self._reaped(pid)
-            try:  # the child's own wall seconds: this process may have come to read late
-                return pickle.loads(answer)
-            except (pickle.UnpicklingError, EOFError, ValueError):  # it died, or was killed
-                return None, time.perf_counter() - began
-        return waited
-
-    def _reaped(self, pid: int) -> None:
+    def _waited(self, call: Forked[Solved]) -> Solved:
+        """The child's answer, with its own wall seconds: this process may have come to read late."""
         try:
-            os.kill(pid, signal.SIGKILL)  # done, or past its time
-        except ProcessLookupError:
-            pass
-        os.waitpid(pid, 0)
-        self.children.discard(pid)
+            return call.result()
+        finally:
+            self.running.remove(call)
 
     def close(self) -> None:
-        for pid in list(self.children):
-            self._reaped(pid)
+        for call in self.running:
+            call.cancel()
+        self.running.clear()
         self.unpriced = None
-
-
-def _read_until(fd: int, until: float) -> bytes:
-    """What a child writes to `fd` until it closes it, or b"" at `until` (a `time.perf_counter` value)."""
-    parts = []
-    with os.fdopen(fd, "rb", buffering=0) as pipe:
-        while (left := until - time.perf_counter()) > 0:
-            if not select.select([pipe], [], [], None if left == float("inf") else left)[0]:
-                return b""
-            part = pipe.read(1 << 16)
-            if not part:
-                return b"".join(parts)
-            parts.append(part)
-    return b""
 
 
 def shed_least_bytes(problem: Problem, index: GroupRows, deadline: float) -> tuple[int, ...] | None:

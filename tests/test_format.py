@@ -7,12 +7,13 @@ import pytest
 from reference import ALL_PLANS, REFERENCE
 
 from ipuplan import PlanError, dump_plan, load_plan, plan_from_json, write_plan
-from ipuplan.plan.format import MAX_DEPTH, _read_directly, _read_via_python
+from ipuplan.plan.format import MAX_DEPTH, _read_directly, _read_via_python, plan_bytes
 
 
 @pytest.mark.parametrize("path", ALL_PLANS, ids=lambda p: p.name)
 def test_round_trip_is_byte_identical(path):
-    assert dump_plan(load_plan(path)).encode() == path.read_bytes()
+    plan = load_plan(path)
+    assert dump_plan(plan).encode() == plan_bytes(plan) == path.read_bytes()
 
 
 def test_reference_plan_shape(reference_plan):
@@ -34,7 +35,8 @@ def test_unknown_fields_are_written_as_json_dumps_writes_them(reference_raw, kep
     reference_raw["timeline"]["values"][3]["future_field"] = [kept]
     reference_raw["timeline"]["steps"][5]["usage"]["future_field"] = kept
     text = json.dumps(reference_raw, separators=(",", ":"), ensure_ascii=False)
-    assert dump_plan(plan_from_json(text)) == text
+    plan = plan_from_json(text)
+    assert dump_plan(plan) == text and plan_bytes(plan) == text.encode()
 
 
 def test_write_plan_is_atomic_and_exact(tmp_path, reference_plan):

@@ -13,6 +13,8 @@ from ipuplan.replan import pipeline, size
 from ipuplan.replan.options import OptimizeOptions
 from ipuplan.replan.size import RunTooLarge, machine_slowdown, memory_limit, require_synth_fits, run_size, synth_size
 
+GIB = 1 << 30
+
 
 def test_a_run_past_the_memory_limit_is_refused_before_its_facts(reference_plan, monkeypatch):
     monkeypatch.setattr(pipeline, "plan_facts", lambda *args: pytest.fail("the facts were computed"))
@@ -77,3 +79,15 @@ def test_a_busy_machine_stretches_the_seconds_a_run_is_sized_at(reference_plan, 
 
 def test_the_tasks_runnable_now_count_this_one():
     assert size.runnable_now() >= 1
+
+
+@pytest.mark.parametrize(("source", "chosen", "fits"), [
+    (size.ADDRESS_SPACE, None, True),  # each process has its own address space: the copy need only fit in one
+    ("75% of this machine's memory", None, False),  # 2 x 3.7 G less the pricing 2.5 G passes 4.8 G
+    (size.ADDRESS_SPACE, 4 * GIB, False),  # a chosen limit is the run's and its copy's together
+    (size.ADDRESS_SPACE, 5 * GIB, True),
+])
+def test_a_forked_copy_fits_beside_the_run_without_the_exact_exchange_s_pricing(monkeypatch, source, chosen, fits):
+    monkeypatch.setattr(size, "_default_limit", lambda: (int(4.8 * GIB), source))
+    run = size.RunSize(values=50_160, steps=1, live=1, tiles=1, bytes=int(3.7 * GIB), exact_bytes=int(2.5 * GIB))
+    assert size.room_for_a_copy(run, chosen) == fits

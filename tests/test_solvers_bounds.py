@@ -79,3 +79,19 @@ def test_a_window_keeps_the_edges_between_its_groups_only():
     assert [(e.a, e.b, e.costs.tolist()) for e in first.edges] == [(0, 1, [[0, 1], [FORBIDDEN, 0]])]
     assert window(joined, 2, 3).edges == ()
     assert window_key(joined, 0, 2) != window_key(joined, 1, 3)  # the same bytes, but an edge of another pair
+
+
+@pytest.mark.parametrize("budgets", [None, Budgets(45, 100, 0), Budgets(50, 100, 0)])
+def test_a_window_s_bound_only_solve_has_the_whole_solve_s_status_and_bound_and_runs_one_phase(monkeypatch, budgets):
+    from ipuplan.solvers import cpsat
+
+    p = COUPLED if budgets is None else COUPLED.with_limits(budgets.limits)
+    whole = solve_reduced(p, SETTINGS, windows=False)
+    ordered, ran = [], []
+    run_phases, run = cpsat.run_phases, cpsat._run
+    monkeypatch.setattr(cpsat, "run_phases",
+                        lambda *a, **k: ordered.extend(f.name for f in a[1]) or run_phases(*a, **k))
+    monkeypatch.setattr(cpsat, "_run", lambda *a, **k: ran.append(a[3]) or run(*a, **k))
+    alone = cpsat._without_windows(p, SETTINGS)
+    assert (alone.status, alone.bound) == (whole.status, whole.bound)
+    assert ordered[0] == "peak" and len(ordered) > 1 and ran == ["peak"]  # the phases after it there, and not run

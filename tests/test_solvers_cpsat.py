@@ -33,7 +33,7 @@ def test_constructive_meets_the_floor_and_the_solver_is_skipped(monkeypatch):
 
 def test_no_solution_from_cpsat_returns_the_constructive_plan(monkeypatch):
     # The input (0, 0) breaks the standard budget; the solver is made to find nothing in time.
-    def nothing(choices, ordered, settings, progress, built):
+    def nothing(choices, ordered, settings, progress, built, first_only=False):
         return [PhaseOutcome(ordered[0], SolveStatus.NO_SOLUTION, 0, 0)], None, None, 0.0
 
     monkeypatch.setattr(cpsat, "run_phases", nothing)

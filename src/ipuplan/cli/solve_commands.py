@@ -30,7 +30,7 @@ from ipuplan.cli.common import (
 )
 from ipuplan.errors import InfeasibleBudget, NoSolutionInTime, OutputError, PlanError
 from ipuplan.facts import price_store
-from ipuplan.plan.format import dump_plan, load_plan
+from ipuplan.plan.format import load_plan, plan_bytes
 from ipuplan.plan.outputs import captured_file, require_outputs
 from ipuplan.replan.options import OptimizeOptions
 from ipuplan.report.html import (
@@ -146,7 +146,7 @@ def _write_results(result, target: Path, capture, dump_model: Path | None, repor
         dump = None if capture is None else capture.content
     except OSError as error:
         raise OutputError(dump_model, error.strerror) from None
-    write_output(target, dump_plan(result.plan))
+    write_output(target, plan_bytes(result.plan))
     if dump is not None:
         write_output(dump_model, dump)
     elif capture is not None:

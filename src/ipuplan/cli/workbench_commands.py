@@ -26,7 +26,7 @@ from ipuplan.cli.common import (
 )
 from ipuplan.facts.estimate import estimate
 from ipuplan.facts.plan_facts import plan_facts
-from ipuplan.plan.format import dump_plan, load_plan
+from ipuplan.plan.format import load_plan, plan_bytes
 from ipuplan.plan.outputs import require_outputs
 from ipuplan.replan.options import OptimizeOptions, byte_size
 from ipuplan.replan.pins import read_pin_file
@@ -76,7 +76,7 @@ def synth_command(
             plan = with_scope(plan, scope)
         result = estimate(plan)
         progress.phase("write", str(output))
-        write_output(output, dump_plan(plan))
+        write_output(output, plan_bytes(plan))
     typer.echo(
         f"wrote {output}: {len(plan.values)} values, {len(plan.steps)} steps, raw peak {result.raw_peak:,}, "
         f"fits {'yes' if result.fits_budget else 'no'}"

@@ -33,7 +33,7 @@ from ipuplan.replan.gathers import InsertedGather, inserted_gathers
 from ipuplan.replan.options import EXACT_AUTO_CANDIDATES, BadOption, ExactExchange, OptimizeOptions, default_workers
 from ipuplan.replan.pins import Pins, resolve_pins
 from ipuplan.replan.rewrite import Checking, rewrite_checking, with_budgets, with_derived_fields
-from ipuplan.replan.size import RunSize, limit_in_words, memory_limit, require_run_fits, usable_cores
+from ipuplan.replan.size import RunSize, limit_in_words, require_run_fits, room_for_a_copy, usable_cores
 from ipuplan.replan.widen import Widening, solve_space
 from ipuplan.solvers import Progress, SolveResult, SolverSettings, SolveStatus, solve, solve_soft
 from ipuplan.solvers.deadline import Deadline
@@ -330,7 +330,7 @@ def _result_facts(prepared: Prepared, solved: SolveResult, exact: ExactProblem |
 FORK_VALUES = 5_000
 """Values from which a plan's check runs in a forked copy of the process: the input's beside its candidate space
 and problem, the rewritten plan's beside the figures the run reports of it (at 50k values 0.35 s beside 2.8 s, and
-1 s beside 1.3 s), where the machine has a second core and twice the run's estimated memory is within its limit; on
+1 s beside 1.3 s), where the machine has a second core and the copy fits beside the run (`size.room_for_a_copy`); on
 a smaller plan the fork would cost more than it saves."""
 
 
@@ -339,7 +339,7 @@ def forks(size: RunSize | None, options: OptimizeOptions) -> bool:
     cores (`workers`; `explore` gives each job its share) and this process has them."""
     return (size is not None and size.values >= FORK_VALUES
             and min(usable_cores(), options.workers or default_workers()) > 1
-            and 2 * size.bytes <= memory_limit(options.memory_limit))
+            and room_for_a_copy(size, options.memory_limit))
 
 
 def _rewritten(prepared: Prepared, choice: tuple[int, ...]) -> Checking:

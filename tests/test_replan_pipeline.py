@@ -174,11 +174,13 @@ def test_the_search_a_run_got_is_said_in_deterministic_units_the_same_twice(refe
 def test_a_large_plans_check_in_a_forked_copy_returns_the_same_plan_and_its_exchange_counted_meanwhile(
         reference_plan, monkeypatch, forks_allowed):
     """The reference plan taken for a large one (`forks`): the same plan comes back, and both plans' exact
-    exchange, counted while the copy checked, is what counting them again gives."""
+    exchange, counted while the copies checked (the input's in the input's check), is what counting them again
+    gives."""
     alone = optimize(reference_plan, workers=1, time_limit=10)
     monkeypatch.setattr(pipeline, "forks", lambda size, options: True)
     beside = optimize(reference_plan, workers=1, time_limit=10)
     assert alone.priced_output is None and beside.priced_output is not None
+    assert alone.prepared.priced_input is None and beside.prepared.priced_input is not None
     assert dump_plan(beside.plan) == dump_plan(alone.plan)
     assert beside.output_exchange.total == plan_exchange(beside.plan, beside.facts).total == alone.exchange_after
     assert beside.input_exchange.total == alone.exchange_before

@@ -33,11 +33,17 @@ _POLL_SECONDS = 0.05
 """How often the wait for a copy looks up: an interrupt handed to this thread (`cli.signals`) is taken then."""
 
 _allowed = {"forks": False}
+_here = {"copy": False}
 
 
 def allow_forks(allowed: bool = True) -> None:
     """Let `Forked` fork, for the rest of the process (module docstring)."""
     _allowed["forks"] = allowed
+
+
+def in_a_copy() -> bool:
+    """Whether this process is a `Forked` copy: a call may do more there, where it costs the run nothing."""
+    return _here["copy"]
 
 
 class ForkedError(Exception):
@@ -161,6 +167,7 @@ def _answer(function: Callable[..., object], arguments: tuple, reader: int, writ
     termination ends the copy (the CLI's main thread blocks both: `cli.signals`); nothing is written to a stream."""
     try:
         os.close(reader)
+        _here["copy"] = True
         gc.disable()  # the copy is short-lived and its garbage dies with it
         warnings.simplefilter("ignore")
         signal.signal(signal.SIGINT, signal.SIG_IGN)

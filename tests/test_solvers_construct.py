@@ -10,8 +10,9 @@ import numpy as np
 from problems import BUDGETED, problem
 
 from ipuplan.model.objective import Objective
-from ipuplan.model.problem import FORBIDDEN, Edge, StepRow
+from ipuplan.model.problem import FORBIDDEN, Edge, Problem, StepRow
 from ipuplan.plan.budgets import Budgets
+from ipuplan.solvers import construct as construct_module
 from ipuplan.solvers.construct import (
     GroupRows,
     Standing,
@@ -97,18 +98,95 @@ def test_each_switch_is_scored_as_the_usage_after_it_says_though_rows_that_tell_
         random = problem(rows, counts, limits=Budgets(150 + 5 * trial, 60, 10).limits if trial % 2 else ())
         choice = [int(rng.integers(0, n)) for n in counts]
         usage = random.usage(tuple(choice))
-        standard, interleaved = usage.standard.copy(), usage.interleaved.copy()
         focus = int(np.argmax(usage.standard + usage.interleaved))
         groups = [g for g, _, _ in random.rows[focus].terms]
-        scores = _scores(random, GroupRows(random), groups, choice, standard, interleaved,
-                         Standing(random, standard.copy(), interleaved.copy()))
-        expected = []
-        for g in groups:
-            for c in range(counts[g]):
-                after = random.usage(tuple(c if h == g else pick for h, pick in enumerate(choice)))
-                total = after.standard + after.interleaved
-                expected.append((after.violation(random.limits), int(total.max()), int((total == total.max()).sum())))
-        assert [tuple(int(x) for x in column) for column in scores.T] == expected
+        assert scored(random, GroupRows(random), groups, choice) == rescored(random, groups, choice)
+
+
+def scored(p: Problem, index: GroupRows, groups: list[int], choice: list[int]) -> list[tuple[int, ...]]:
+    """`_scores` of `groups` at `choice`, a tuple per (group, candidate)."""
+    usage = p.usage(tuple(choice))
+    standard, interleaved = usage.standard.copy(), usage.interleaved.copy()
+    scores = _scores(p, index, groups, choice, standard, interleaved, Standing(p, standard.copy(), interleaved.copy()))
+    return [tuple(int(x) for x in column) for column in scores.T]
+
+
+def rescored(p: Problem, groups: list[int], choice: list[int]) -> list[tuple[int, ...]]:
+    """Per (group, candidate) of `groups`: (total excess, peak, rows at the peak) of `choice` with that one switch,
+    computed from scratch."""
+    found = []
+    for g in groups:
+        for c in range(p.candidate_counts[g]):
+            after = p.usage(tuple(c if h == g else pick for h, pick in enumerate(choice)))
+            total = after.standard + after.interleaved
+            found.append((after.violation(p.limits), int(total.max()), int((total == total.max()).sum())))
+    return found
+
+
+def unrolled(block: Problem, copies: int) -> Problem:
+    """`copies` copies of `block`, each one's groups and steps numbered after the last one's (an unrolled program)."""
+    groups, steps = len(block.candidate_counts), block.steps_total
+    return replace(
+        block, candidate_counts=block.candidate_counts * copies, input_choice=block.input_choice * copies,
+        group_sizes=block.group_sizes * copies, exchange=block.exchange * copies, steps_total=steps * copies,
+        rows=tuple(StepRow(row.step + k * steps, row.standard, row.interleaved,
+                           tuple((g + k * groups, std, il) for g, std, il in row.terms))
+                   for k in range(copies) for row in block.rows),
+        edges=tuple(Edge(e.a + k * groups, e.b + k * groups, e.costs) for k in range(copies) for e in block.edges))
+
+
+def with_one_figure_more(p: Problem, row: int, term: int, candidate: int, more: int = 1) -> Problem:
+    """`p` with the standard bytes of one candidate of one term of one row raised by `more`."""
+    rows = list(p.rows)
+    terms = list(rows[row].terms)
+    g, standard, interleaved = terms[term]
+    standard = standard.copy()
+    standard[candidate] += more
+    terms[term] = (g, standard, interleaved)
+    rows[row] = replace(rows[row], terms=tuple(terms))
+    return replace(p, rows=tuple(rows))
+
+
+def random_block(rng: np.random.Generator) -> Problem:
+    """Six groups of 1-4 candidates over eight rows of random bytes, some in interleaved memory."""
+    counts = tuple(int(n) for n in rng.integers(1, 5, 6))
+    rows = [StepRow(r, int(rng.integers(0, 60)), int(rng.integers(0, 20)), tuple(
+        (g, rng.integers(0, 40, counts[g]), rng.integers(0, 25, counts[g]) * int(rng.integers(0, 2)))
+        for g in sorted(set(rng.integers(0, 6, 3).tolist())))) for r in range(8)]
+    return problem(rows, counts, limits=Budgets(150, 60, 10).limits)
+
+
+def test_a_group_set_s_kept_frame_scores_every_copy_and_choice_as_a_fresh_count_does():
+    # Copies of one block (the same group sets, shifted), the last with one byte more: each row's group set is
+    # scored at three choices with one `GroupRows` (its frame kept from the first), each as the usage after the
+    # switch says, and its frame is its groups' rows and terms (`located`) end to end.
+    rng = np.random.default_rng(11)
+    for _ in range(5):
+        block = random_block(rng)
+        row = int(rng.integers(0, len(block.rows)))
+        p = with_one_figure_more(unrolled(block, 4), 3 * len(block.rows) + row, 0, 0)
+        index = GroupRows(p)
+        for _ in range(3):
+            choice = [int(rng.integers(0, n)) for n in p.candidate_counts]
+            for r in range(len(p.rows)):
+                groups = [g for g, _, _ in p.rows[r].terms]
+                assert scored(p, index, groups, choice) == rescored(p, groups, choice)
+                frame = index.frame(groups)
+                located = [index.located(g) for g in groups]
+                assert frame.lengths.tolist() == [len(rows) for rows, _ in located]
+                for kept, fresh in zip(frame[:2], zip(*located)):
+                    assert kept.tolist() == np.concatenate(fresh).tolist()
+
+
+def test_a_repair_with_frames_kept_moves_as_one_without(monkeypatch):
+    rng = np.random.default_rng(12)
+    for _ in range(5):
+        p = with_one_figure_more(unrolled(random_block(rng), 6), 0, 0, 0, 7)
+        start = [0] * p.groups
+        kept = repair(p, start, GroupRows(p))
+        monkeypatch.setattr(construct_module, "FRAMED_ROWS", 0)
+        assert repair(p, start, GroupRows(p)) == kept
+        monkeypatch.undo()
 
 
 def test_a_given_choice_is_repaired_not_rebuilt():

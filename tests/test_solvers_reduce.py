@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from test_pairwise import PROBLEMS
+from test_solvers_construct import unrolled, with_one_figure_more
 
 from ipuplan.model.problem import Edge, Problem, StepRow
 from ipuplan.solvers import SolveResult, SolverSettings, SolveStatus, model_size
@@ -44,19 +45,19 @@ def test_a_backend_on_undominated_candidates_answers_in_the_problem_s_indices():
     assert seen == [(3,)] and (result.choice, result.candidates_dropped, result.peak) == ((3,), 2, 70)
 
 
-def many_rows(seed: int) -> Problem:
-    """Five groups of 3-12 candidates over 30 rows of small random bytes (ties and dominance are common, and a group has
-    more rows than `_no_more` reads first), with a chain of edges of small random costs."""
+def many_rows(seed: int, steps: int = 30) -> Problem:
+    """Five groups of 3-12 candidates over `steps` rows of small random bytes (ties and dominance are common, and at 30
+    a group has more rows than `_no_more` reads first), with a chain of edges of small random costs."""
     rng = np.random.default_rng(seed)
     counts = tuple(int(n) for n in rng.choice([3, 4, 12], 5))
     rows = [StepRow(step, 0, 0, tuple((g, rng.integers(0, 3, counts[g]), rng.integers(0, 2, counts[g]))
                                       for g in sorted(rng.choice(5, int(rng.integers(1, 6)), replace=False).tolist())))
-            for step in range(30)]
+            for step in range(steps)]
     edges = [Edge(g, g + 1, rng.integers(0, 3, (counts[g], counts[g + 1]))) for g in range(4)]
     return Problem(candidate_counts=counts, input_choice=tuple(int(rng.integers(0, n)) for n in counts),
                    group_sizes=(1,) * 5, rows=tuple(rows), exchange=tuple(tuple(rng.integers(0, 3, n).tolist())
                                                                           for n in counts),
-                   limits=(), steps_total=30, edges=tuple(edges))
+                   limits=(), steps_total=steps, edges=tuple(edges))
 
 
 def undominated_one_by_one(p: Problem) -> list[list[int]]:
@@ -86,3 +87,22 @@ def beats(columns: list[list[int]], d: int, c: int) -> bool:
 def test_the_candidates_kept_are_those_no_other_beats_however_the_groups_are_batched(p, batch, monkeypatch):
     monkeypatch.setattr(reduce_module, "DOMINANCE_BATCH", batch)
     assert [kept.tolist() for kept in dominance(p).kept] == undominated_one_by_one(p)
+
+
+# FIVE six times over, the last copy's candidate 0 two bytes larger (52): 4 (51) then beats it. A group's kept
+# candidates are its block's alone, worked out once per distinct block: the copies share one, the last has its own.
+FIVES = with_one_figure_more(unrolled(with_one_figure_more(FIVE, 0, 0, 4, -4), 6), 5, 0, 0, 2)
+
+
+@pytest.mark.parametrize("p", [FIVES] + [with_one_figure_more(unrolled(many_rows(seed, steps), 7), 3 * steps + 1, 0, 0)
+                                         for seed in range(6) for steps in (3, 30)])
+def test_copies_of_a_group_keep_what_each_alone_keeps_though_one_differs_in_a_figure(p, monkeypatch):
+    expected = undominated_one_by_one(p)
+    assert [kept.tolist() for kept in dominance(p).kept] == expected
+    # every block hashing alike: the blocks compared in full still tell them apart
+    monkeypatch.setattr(reduce_module, "_block_hashes", lambda flat: np.zeros(len(flat), dtype=np.uint64))
+    assert [kept.tolist() for kept in dominance(p).kept] == expected
+
+
+def test_fives_keep_their_block_s_candidates_and_the_changed_copy_its_own():
+    assert [kept.tolist() for kept in dominance(FIVES).kept] == [[0, 1, 3]] * 5 + [[1, 3, 4]]

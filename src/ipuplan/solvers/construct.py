@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from functools import cached_property
 from itertools import chain
+from typing import NamedTuple
 
 import numpy as np
 
@@ -25,7 +26,10 @@ MOVES = 4000
 needs a move per copy of each fix (282 moves for 4,047 groups at 10k values, about 1,300 for 20,235 at 50k); a
 fixed 4,000 stopped the repair short at 200k values, 2.3% above the peak the same program reaches at 50k."""
 LOCATED_ROWS = 4 << 20
-"""Rows of groups' spans written out that a `GroupRows` keeps (64 MB at most): a repair at 50k values needs 0.95 M."""
+"""Rows of groups' spans written out that a `GroupRows` keeps (64 MB at most)."""
+FRAMED_ROWS = 2 << 20
+"""Rows of group sets' `Frame`s that a `GroupRows` keeps (48 MB at most): a repair at 50k values scores 284 sets of
+about 5,000 rows each (1.4 M), each about four times, in turn (a cache of the last few sets would never be hit)."""
 PASSES = 20
 """Passes over the groups with edges at most while they settle against their neighbours (each pass that moves
 one lowers (forbidden picks, bytes or exchange, ...) of the whole choice, so it ends anyway)."""
@@ -100,6 +104,25 @@ class Pairing:
                 + np.bincount(self.ends[:, 1], extra, minlength=groups))
 
 
+class Frame(NamedTuple):
+    """What scoring a set of groups' candidates reads that no choice changes (`GroupRows.frame`)."""
+
+    rows: np.ndarray
+    """Each group's rows (`GroupRows.located`), end to end."""
+    terms: np.ndarray
+    """The group's term at each of those rows."""
+    starts: np.ndarray
+    """Where that term's candidates start in the table."""
+    lengths: np.ndarray
+    """Per group, its rows."""
+    offsets: np.ndarray
+    """Per group, where its rows start."""
+    counts: np.ndarray
+    """Per group, its candidates."""
+    candidate: np.ndarray
+    """Per candidate of each group in turn, its index in its group."""
+
+
 class GroupRows:
     """Per group, the rows it is live at and its term at each, read from the table's spans when asked."""
 
@@ -111,6 +134,8 @@ class GroupRows:
         self.bounds = np.searchsorted(groups[self.spans], np.arange(problem.groups + 1))
         self._located: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._located_rows = 0
+        self._frames: dict[tuple[int, ...], Frame] = {}
+        self._framed_rows = 0
 
     def switch(self, g: int, current: int, chosen: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """What group `g` switching from candidate `current` to `chosen` adds: (its rows, standard bytes there,
@@ -129,8 +154,8 @@ class GroupRows:
 
     def located(self, g: int) -> tuple[np.ndarray, np.ndarray]:
         """(rows, terms): each row group `g` is live at, ascending, and its term there (its spans written out). Kept
-        once written out, up to `LOCATED_ROWS` rows in all: a repair scores the groups of its focus row move after
-        move (57,037 calls for 7,978 groups at 50k values)."""
+        once written out, up to `LOCATED_ROWS` rows in all: the searches move and read the same groups again and
+        again (a repair's scoring reads its group sets' `Frame`s instead)."""
         found = self._located.get(g)
         if found is None:
             spans, table = self.spans[self.bounds[g]:self.bounds[g + 1]], self.table
@@ -143,6 +168,35 @@ class GroupRows:
                 self._located[g] = found
                 self._located_rows += len(found[0])
         return found
+
+    def frame(self, groups: list[int]) -> Frame:
+        """The `Frame` of `groups` (in that order). Kept, up to `FRAMED_ROWS` rows in all: a repair scores the same
+        sets again (1,138 calls on 284 sets at 50k values), and the table they are read from never changes."""
+        key = tuple(groups)
+        found = self._frames.get(key)
+        if found is None:
+            found = self._framed(key)
+            if self._framed_rows + len(found.rows) <= FRAMED_ROWS:
+                for kept in found:  # shared from now on
+                    kept.setflags(write=False)
+                self._frames[key] = found
+                self._framed_rows += len(found.rows)
+        return found
+
+    def _framed(self, groups: tuple[int, ...]) -> Frame:
+        """The `Frame` of `groups`, written out: every group's spans at once, end to end (as `located` writes one
+        group's; a group at a time, through `located`, took 2.5 times as long at 50k values)."""
+        chosen, table = np.array(groups, dtype=np.int64), self.table
+        first, spanned = self.bounds[chosen], self.bounds[chosen + 1] - self.bounds[chosen]
+        spans = self.spans[ranges(first, spanned)]
+        span_rows = table.span_end[spans] - table.span_first[spans]
+        rows, terms = ranges(table.span_first[spans], span_rows), np.repeat(table.span_term[spans], span_rows)
+        before = np.concatenate([[0], np.cumsum(span_rows)])  # rows before each span
+        ends = np.cumsum(spanned)
+        lengths = before[ends] - before[ends - spanned]
+        counts = np.array([self.counts[g] for g in groups], dtype=np.int64)
+        candidate = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+        return Frame(rows, terms, table.start[terms], lengths, np.cumsum(lengths) - lengths, counts, candidate)
 
     def segments(self, g: int) -> list[tuple[int, np.ndarray]]:
         """Per distinct term of group `g`, the term and the rows it holds the group's bytes at (IOPDDL: one term)."""
@@ -195,11 +249,11 @@ def tie_ranks(problem: Problem) -> list[np.ndarray]:
     """Per group, per candidate: its rank among the group's candidates by (exchange bytes, changed values), equal
     pairs equal ranks. It orders them as exchange x `tie_weight` + changed values does (the weight is more than all
     changes together), with no product that could wrap in int64."""
-    return _per_group(problem, _flat_tie_ranks(problem))
+    return _per_group(problem, flat_tie_ranks(problem))
 
 
-def _flat_tie_ranks(problem: Problem) -> np.ndarray:
-    """`tie_ranks`, every group's end to end."""
+def flat_tie_ranks(problem: Problem) -> np.ndarray:
+    """`tie_ranks`, every group's end to end (as `Problem.candidate_starts` lays them)."""
     group, exchange, changed = problem.candidate_groups, problem.flat_exchange, _flat_changed_costs(problem)
     order = np.lexsort((changed, exchange, group))
     keys = np.stack([group, exchange, changed])[:, order]
@@ -251,7 +305,7 @@ def _smallest(problem: Problem, objective: Objective, pairing: Pairing) -> list[
     if not problem.groups:
         return []
     starts, counts = problem.candidate_starts, problem.candidate_counts
-    size, tie = _flat_summed_bytes(problem), _flat_tie_ranks(problem)
+    size, tie = _flat_summed_bytes(problem), flat_tie_ranks(problem)
     forbidden = np.zeros(len(size), dtype=bool)
     for g, alone in pairing.alone.items():
         forbidden[starts[g]:starts[g] + counts[g]] = alone
@@ -366,27 +420,21 @@ def _scores(problem: Problem, index: GroupRows, groups: list[int], choice: list[
     """Per candidate of each of `groups` in turn (a column each): (total excess, peak, rows at that peak) after
     switching that group there, every group's candidates scored in one numpy pass over the rows they touch that
     can tell them apart (`_telling`)."""
-    table = index.table
-    found = [index.located(g) for g in groups]
-    lengths = np.array([len(rows) for rows, _ in found], dtype=np.int64)
-    offsets = np.cumsum(lengths) - lengths
-    rows, terms = (np.concatenate(parts) for parts in zip(*found))
+    table, frame = index.table, index.frame(groups)
+    rows, terms, lengths, offsets, counts = frame.rows, frame.terms, frame.lengths, frame.offsets, frame.counts
     # per (group, row): the row's bytes without the group's current pick
-    picked = table.start[terms] + np.repeat(np.array([choice[g] for g in groups], dtype=np.int64), lengths)
+    picked = frame.starts + np.repeat(np.array([choice[g] for g in groups], dtype=np.int64), lengths)
     base_std, base_il = standard[rows] - table.standard[picked], interleaved[rows] - table.interleaved[picked]
     top, at_top = _tops_without(standing, standing.total[rows], offsets, lengths)
     telling = _telling(index, terms, base_std, base_il, np.repeat(top, lengths))
     outside = standing.excess - _segments(np.add, standing.over[rows], offsets, lengths, 0)
     kept = _segments(np.add, telling, offsets, lengths, 0)
-    terms, base_std, base_il = terms[telling], base_std[telling], base_il[telling]
+    term_starts, base_std, base_il = frame.starts[telling], base_std[telling], base_il[telling]
     # per (group, candidate, kept row), candidate-major within each group: one segment per (group, candidate)
-    counts = np.array([problem.candidate_counts[g] for g in groups], dtype=np.int64)
     segment_lengths = np.repeat(kept, counts)
     starts = np.cumsum(segment_lengths) - segment_lengths
-    candidate = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-    within = np.arange(int(segment_lengths.sum())) - np.repeat(starts, segment_lengths)
-    at = np.repeat(np.repeat(np.cumsum(kept) - kept, counts), segment_lengths) + within
-    pick = table.start[terms[at]] + np.repeat(candidate, segment_lengths)
+    at = ranges(np.repeat(np.cumsum(kept) - kept, counts), segment_lengths)  # each segment's kept rows
+    pick = term_starts[at] + np.repeat(frame.candidate, segment_lengths)
     new_std, new_il = base_std[at] + table.standard[pick], base_il[at] + table.interleaved[pick]
     new_total = new_std + new_il
     top, at_top = np.repeat(top, counts), np.repeat(at_top, counts)

@@ -84,13 +84,14 @@ def test_a_widened_problem_read_off_the_narrow_rows_is_the_widened_spaces_proble
     derived = widened_problem(facts, narrow, wider, chosen)
     assert derived.candidate_counts != narrow.candidate_counts and bool(derived.left_out) == (share != "all")
     assert contents(derived) == contents(problem_of(facts, wider))
-    assert "table" not in derived.__dict__  # the narrow table was never built: nothing to widen
+    # the narrow table is laid with the problem (`problem_of`): the widened one is read off it (the next test)
+    assert "table" in narrow.__dict__ and "table" in derived.__dict__
 
 
 @pytest.mark.parametrize("scope", ["kernels", "full"])
 def test_a_widened_problems_table_read_off_the_narrow_table_is_its_rows_table(facts, spaces, scope):
-    """The narrow table built (as a constructive choice builds it before a widening): the widened problem's table is
-    that table with the promoted terms widened, the same as one laid flat from the widened rows."""
+    """The narrow table (laid with the problem): the widened problem's table is that table with the promoted terms
+    widened, the same as one laid flat from the widened rows."""
     space = spaces[scope]
     narrow = problem_of(facts, space)
     assert narrow.table.terms
@@ -144,3 +145,14 @@ def test_a_term_that_meets_two_left_out_terms_becomes_two_terms_and_the_table_is
 def test_a_left_out_term_without_its_groups_term_at_its_row_does_not_read_off():
     narrow = replace(problem([StepRow(0, 1, 0, ((1, b(3, 4), b(0, 0)),))], (1, 2)), left_out=(((0, b(5), b(0)),),))
     assert promoted_problem(narrow, {0: np.array([True])}, ((0, 0), (0, 0))) is None
+
+
+@pytest.mark.parametrize("scope", ["storage", "kernels", "full"])
+def test_a_problem_s_table_laid_from_its_numbered_terms_is_the_one_its_rows_give(facts, spaces, scope):
+    built = problem_of(facts, spaces[scope])
+    laid, found = built.table, term_table(built.rows)
+    assert "table" in built.__dict__  # handed over, not built from the rows
+    for name in ("group", "start", "standard", "interleaved", "span_term", "span_first", "span_end",
+                 "constant_standard", "constant_interleaved", "row", "term"):
+        assert np.array_equal(getattr(laid, name), getattr(found, name)), name
+    assert built.fingerprint() == replace(built).fingerprint()  # a copy's table is built from its rows

@@ -293,18 +293,25 @@ def term_table(rows: tuple[StepRow, ...]) -> TermTable:
     numbers, distinct = _content_numbers(objects)
     number = np.empty(len(first), dtype=np.int64)
     number[order] = numbers
+    term = number[inverse.reshape(-1)] if len(number) else np.zeros(0, dtype=np.int64)
+    return numbered_table([row.standard for row in rows], [row.interleaved for row in rows], lengths, term, distinct)
+
+
+def numbered_table(standard: Sequence[int], interleaved: Sequence[int], lengths: np.ndarray, term: np.ndarray,
+                   distinct: Sequence[tuple[int, np.ndarray, np.ndarray]]) -> TermTable:
+    """The table of rows given by their constant bytes, their terms' counts (`lengths`) and, row after row, each
+    term's number (`term`, numbered by first occurrence) in `distinct`, one term per content."""
     counts = [len(s) for _, s, _ in distinct]
     empty = np.zeros(0, dtype=np.int64)
-    row = np.repeat(np.arange(len(rows)), lengths)
-    term = number[inverse.reshape(-1)] if len(number) else empty
+    row = np.repeat(np.arange(len(lengths)), lengths)
     table = TermTable(
         group=np.array([g for g, _, _ in distinct], dtype=np.int64),
         start=np.cumsum([0, *counts[:-1]], dtype=np.int64) if distinct else empty,
         standard=np.concatenate([s for _, s, _ in distinct]).astype(np.int64) if distinct else empty,
         interleaved=np.concatenate([i for _, _, i in distinct]).astype(np.int64) if distinct else empty,
         **dict(zip(("span_term", "span_first", "span_end"), spans_of(row, term))),
-        constant_standard=np.array([row.standard for row in rows], dtype=np.int64),
-        constant_interleaved=np.array([row.interleaved for row in rows], dtype=np.int64))
+        constant_standard=np.array(standard, dtype=np.int64),
+        constant_interleaved=np.array(interleaved, dtype=np.int64))
     return table.with_occurrences((row, term))
 
 

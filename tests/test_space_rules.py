@@ -9,7 +9,9 @@ import pytest
 from reference import with_step, with_value
 
 from ipuplan.facts.plan_facts import plan_facts
-from ipuplan.space.rules import context_of, freeze_reason, kernels_at, unknown_layout_parts
+from ipuplan.plan.layout import parse_layout
+from ipuplan.space import rules
+from ipuplan.space.rules import Move, context_of, freeze_reason, kernels_at, moved_tensors, unknown_layout_parts
 from ipuplan.space.scopes import candidate_space
 from ipuplan.space.types import Freeze, FreezeReason
 
@@ -85,3 +87,100 @@ def test_a_kernel_read_is_named_with_its_step_and_the_kernels_of_a_family_by_ste
     assert freeze_reason(context, (136,)) == FreezeReason(Freeze.READ_BY_KERNEL, 12, "Gemm")
     assert freeze_reason(context, (136,), kernel_steps=frozenset({12, 13})) is None  # its Gemm family re-lays it out
     assert kernels_at(facts, {13, 12}) == ((12, "Gemm"), (13, "Sum"))
+
+
+def _freeze_reason_read_in_full(context, members, kernel_steps=frozenset()):
+    """`freeze_reason` as written before its shortcuts: every rule tested in order, for every group."""
+    facts = context.facts
+    plan, flow = facts.plan, facts.flow
+    values = plan.values
+    layouts = {values[m].layout for m in members}
+    unknown_parts = sorted({part for layout in layouts for part in unknown_layout_parts(layout)})
+    if unknown_parts:
+        return FreezeReason(Freeze.UNKNOWN_LAYOUT, detail=", ".join(unknown_parts))
+    if len(layouts) > 1:
+        other = next(m for m in members if values[m].layout != values[members[0]].layout)
+        return FreezeReason(Freeze.MEMBERS_DIFFER, detail=f"values {members[0]} and {other}")
+    ambiguities = [context.first_ambiguity[m] for m in members if m in context.first_ambiguity]
+    if ambiguities:
+        ambiguity = flow.ambiguities[min(ambiguities)]
+        return FreezeReason(Freeze.AMBIGUITY, ambiguity.step, detail=str(ambiguity))
+    unknown = sorted({s for m in members for s in context.unknown_steps_of[m]})
+    if unknown:
+        return FreezeReason(Freeze.UNKNOWN_OPERATION, unknown[0], plan.steps[unknown[0]].parsed_operation.kind)
+    readers = sorted({s for m in members for s in flow.readers.get(m, ())})
+    writers = sorted({s for m in members for s in flow.writers.get(m, ())})
+    if not readers:
+        unread = rules._unread(context, members, kernel_steps)
+        if unread is not None:
+            return unread
+    for step in readers + writers:
+        if step not in context.movers and step not in kernel_steps:
+            kind = Freeze.READ_BY_KERNEL if step in readers else Freeze.WRITTEN_BY_KERNEL
+            return FreezeReason(kind, step, plan.steps[step].parsed_operation.kind)
+    if not kernel_steps and any(m in facts.amp_aligned for m in members):
+        return FreezeReason(Freeze.AMP_ALIGNED)
+    return None
+
+
+def _mutants(plan):
+    """The reference plan, and copies where a rule before the readers holds some group: a layout part ipuplan does
+    not know, a layer laid out apart from its group, an ambiguous source, an unknown operation."""
+    mirror = plan.values[9].layout.replace("padding: Zero", "padding: Mirror", 1)
+    apart = plan.values[9].layout.replace("partitions: 36", "partitions: 18", 1)
+    spiral = plan.values[84].layout.replace("order: RowMajor", "order: SpiralMajor")  # a group of its own
+    return [plan, with_value(plan, 9, layout=mirror), with_value(plan, 8, layout=apart),
+            with_value(plan, 84, layout=spiral),
+            with_value(plan, 139, shape=[16, 729, 800]), with_step(plan, 19, operation="FancyFusedThing { lanes: 4 }")]
+
+
+def test_the_freeze_rules_shortcuts_give_what_testing_every_rule_gives(reference_plan):
+    """The shortcuts of `freeze_reason` (a group of one layout and no flagged member skips the first rules; one
+    member's readers taken as found) change no reason, whichever rule holds the group and whatever steps a family
+    re-lays out with it."""
+    held = Counter()
+    for plan in _mutants(reference_plan):
+        facts = plan_facts(plan)
+        context = context_of(facts)
+        families = [frozenset(), *(f.steps for f in facts.families), *(f.steps for f in facts.elementwise)]
+        for members in context.groups:
+            for kernel_steps in families:
+                found = freeze_reason(context, members, kernel_steps)
+                assert found == _freeze_reason_read_in_full(context, members, kernel_steps), (members, kernel_steps)
+                held[found.kind if found else None] += 1
+    assert {Freeze.UNKNOWN_LAYOUT, Freeze.MEMBERS_DIFFER, Freeze.AMBIGUITY, Freeze.UNKNOWN_OPERATION,
+            Freeze.READ_BY_KERNEL, Freeze.WRITTEN_BY_KERNEL, None} <= set(held)
+
+
+def test_the_operation_tests_of_a_context_are_each_steps_own(reference_plan):
+    unknown_at = 19
+    plan = with_step(reference_plan, unknown_at, operation="FancyFusedThing { lanes: 4 }")
+    context = context_of(plan_facts(plan))
+    assert context.movers == {step.index for step in plan.steps if step.parsed_operation.is_mover}
+    assert unknown_at not in context.movers
+    for value in plan.values:
+        expected = tuple(s.index for s in plan.steps if not s.parsed_operation.is_known and value.root in s.live)
+        assert context.unknown_steps_of[value.id] == expected
+
+
+def test_a_move_is_made_of_the_other_sides_layout_as_it_is_now(reference_plan, facts):
+    """`moved_tensors` makes each distinct move once: a value laid out otherwise is a move of its new layout."""
+    members = (63,)  # read by the Convert at step 10 (written by a Copy): moves on both sides
+    before = moved_tensors(facts, members)
+    assert before and all(move == Move(move.position, move.outgoing, move.other, move.other_shape, move.logical_bytes)
+                          for move in before)
+    for move, other in zip(before, _other_sides(facts, members)):
+        assert move.other == facts.plan.values[other].parsed_layout
+        assert move.other_shape == tuple(facts.plan.values[other].shape)
+    other = _other_sides(facts, members)[0]
+    layout = reference_plan.values[other].layout.replace("Ipu21Standard", "Ipu21Interleaved")
+    assert layout != reference_plan.values[other].layout
+    changed = plan_facts(with_value(reference_plan, other, layout=layout, memory_class="Ipu21Interleaved"))
+    assert moved_tensors(changed, members)[0].other == parse_layout(layout) != before[0].other
+
+
+def _other_sides(facts, members):
+    flow = facts.flow
+    return [other for m in members for step in (*flow.readers.get(m, ()), *flow.writers.get(m, ()))
+            for other in (flow.steps[step].writes if m in flow.steps[step].reads or m in flow.bindings
+                          else flow.steps[step].reads) if other not in members]

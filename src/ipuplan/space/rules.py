@@ -7,7 +7,7 @@ A group is free only when every step that touches it is proven to accept another
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from math import prod
@@ -20,7 +20,9 @@ from ipuplan.facts.estimate import aligned_bytes, sizing_key, value_bytes
 from ipuplan.facts.exchange_proxy import kept_exchange_bytes
 from ipuplan.facts.gemm_families import DerivedSplit, KernelFamily, placed_sum_scratch, sum_scratch_interleaved
 from ipuplan.facts.plan_facts import PlanFacts
+from ipuplan.plan.format import Plan
 from ipuplan.plan.layout import STANDARD, Layout, parse_layout
+from ipuplan.plan.operation import parse_operation
 from ipuplan.space.types import Candidate, Decisions, FreeGroup, Freeze, FreezeReason, FrozenGroup, LeftOut
 
 LayoutGroup = tuple[int, ...]
@@ -59,12 +61,24 @@ class Context:
         """Value -> its layout group (once per context: the promoters asked for it once per family)."""
         return {m: group for group in self.groups for m in group}
 
+    @cached_property
+    def flagged(self) -> frozenset[int]:
+        """Values the first rules of `freeze_reason` may hold (an unknown layout part, an ambiguity that may touch
+        them, an unknown operation where they are live): a group of one layout and none of these skips those rules
+        (most groups: 48k tests at 50k values, where few values are flagged)."""
+        values = self.facts.plan.values
+        unknown = {text for text in {value.layout for value in values} if unknown_layout_parts(text)}
+        return frozenset({value.id for value in values if value.layout in unknown}
+                         | self.first_ambiguity.keys()
+                         | {v for v, steps in self.unknown_steps_of.items() if steps})
+
 
 def context_of(facts: PlanFacts) -> Context:
     plan = facts.plan
+    known, mover = _operation_tests(plan)
     unknown: dict[int, list[int]] = defaultdict(list)
     for step in plan.steps:
-        if not step.parsed_operation.is_known:
+        if not known[step.operation]:
             for value_id in step.live:
                 unknown[value_id].append(step.index)
     unknown_of = {value.id: tuple(unknown.get(value.root, ())) for value in plan.values}
@@ -78,9 +92,17 @@ def context_of(facts: PlanFacts) -> Context:
             for value_id in kernel.possible:
                 unshown[value_id].add(kernel.step)
     live_roots = frozenset(v for v, step in enumerate(facts.live.first) if step >= 0)
-    movers = frozenset(step.index for step in plan.steps if step.parsed_operation.is_mover)
+    movers = frozenset(step.index for step in plan.steps if mover[step.operation])
     return Context(facts, layout_groups(facts), unknown_of, first,
                    {v: tuple(sorted(steps)) for v, steps in unshown.items()}, live_roots, movers)
+
+
+def _operation_tests(plan: Plan) -> tuple[dict[str, bool], dict[str, bool]]:
+    """`Operation.is_known` and `Operation.is_mover` per operation text of the plan: a large plan repeats a few dozen
+    texts over its steps, and each test of a step is a parse looked up and a property worked out."""
+    operations = {text: parse_operation(text) for text in dict.fromkeys(step.operation for step in plan.steps)}
+    return ({text: o.is_known for text, o in operations.items()},
+            {text: o.is_mover for text, o in operations.items()})
 
 
 def layout_groups(facts: PlanFacts) -> tuple[LayoutGroup, ...]:
@@ -103,6 +125,31 @@ def freeze_reason(context: Context, members: LayoutGroup,
     facts = context.facts
     plan, flow = facts.plan, facts.flow
     values = plan.values
+    if not context.flagged.isdisjoint(members) or (len(members) > 1 and len({values[m].layout for m in members}) > 1):
+        early = _early_reason(context, members)
+        if early is not None:
+            return early
+    # one member's readers are sorted and distinct already (`Dataflow.readers`)
+    readers = flow.readers.get(members[0], ()) if len(members) == 1 else _steps_of(flow.readers, members)
+    if not readers:
+        unread = _unread(context, members, kernel_steps)
+        if unread is not None:
+            return unread
+    # the writers only when no reader holds the group: a kernel reading it is the commoner reason
+    held = (_held_by(context, readers, kernel_steps, Freeze.READ_BY_KERNEL)
+            or _held_by(context, _steps_of(flow.writers, members), kernel_steps, Freeze.WRITTEN_BY_KERNEL))
+    if held is not None:
+        return held
+    if not kernel_steps and not facts.amp_aligned.isdisjoint(members):
+        return FreezeReason(Freeze.AMP_ALIGNED)
+    return None
+
+
+def _early_reason(context: Context, members: LayoutGroup) -> FreezeReason | None:
+    """The first rules of `freeze_reason`, the ones no step of a family lifts: an unknown layout part, members laid
+    out apart, an ambiguity that may touch a member, an unknown operation where one is live."""
+    plan, flow = context.facts.plan, context.facts.flow
+    values = plan.values
     layouts = {values[m].layout for m in members}
     unknown_parts = sorted({part for layout in layouts for part in unknown_layout_parts(layout)})
     if unknown_parts:
@@ -117,19 +164,23 @@ def freeze_reason(context: Context, members: LayoutGroup,
     unknown = sorted({s for m in members for s in context.unknown_steps_of[m]})
     if unknown:
         return FreezeReason(Freeze.UNKNOWN_OPERATION, unknown[0], plan.steps[unknown[0]].parsed_operation.kind)
-    readers = sorted({s for m in members for s in flow.readers.get(m, ())})
-    writers = sorted({s for m in members for s in flow.writers.get(m, ())})
-    if not readers:
-        unread = _unread(context, members, kernel_steps)
-        if unread is not None:
-            return unread
-    for step in readers + writers:
-        if step not in context.movers and step not in kernel_steps:
-            kind = Freeze.READ_BY_KERNEL if step in readers else Freeze.WRITTEN_BY_KERNEL
-            return FreezeReason(kind, step, plan.steps[step].parsed_operation.kind)
-    if not kernel_steps and any(m in facts.amp_aligned for m in members):
-        return FreezeReason(Freeze.AMP_ALIGNED)
     return None
+
+
+def _held_by(context: Context, steps: Sequence[int], kernel_steps: frozenset[int], kind: Freeze) -> FreezeReason | None:
+    """A `kind` reason naming the first of `steps` that is neither a mover nor one of `kernel_steps`, or None."""
+    movers = context.movers
+    for step in steps:
+        if step not in movers and step not in kernel_steps:
+            return FreezeReason(kind, step, context.facts.plan.steps[step].parsed_operation.kind)
+    return None
+
+
+def _steps_of(steps: dict[int, tuple[int, ...]], members: LayoutGroup) -> list[int]:
+    """The steps `steps` (value -> steps) gives any member, sorted, each once."""
+    if len(members) == 1:
+        return sorted(set(steps.get(members[0], ())))
+    return sorted({s for m in members for s in steps.get(m, ())})
 
 
 def _unread(context: Context, members: LayoutGroup, kernel_steps: frozenset[int]) -> FreezeReason | None:
@@ -186,17 +237,24 @@ class Move:
 def moved_tensors(facts: PlanFacts, members: LayoutGroup) -> tuple[Move, ...]:
     """Every mover step between a member and a non-member, with the other side's layout."""
     values, flow = facts.plan.values, facts.flow
+    readers, writers, steps, bindings = flow.readers, flow.writers, flow.steps, flow.bindings
     moved = []
     for position, member in enumerate(members):
         logical = prod(values[member].shape) * values[member].element_size
-        for step in (*flow.readers.get(member, ()), *flow.writers.get(member, ())):
-            step_flow = flow.steps[step]
-            outgoing = member in step_flow.reads or member in flow.bindings
+        for step in (*readers.get(member, ()), *writers.get(member, ())):
+            step_flow = steps[step]
+            outgoing = member in step_flow.reads or member in bindings
             for other in step_flow.writes if outgoing else step_flow.reads:
                 if other not in members:
                     value = values[other]
-                    moved.append(Move(position, outgoing, value.parsed_layout, tuple(value.shape), logical))
+                    moved.append(_move(position, outgoing, value.layout, tuple(value.shape), logical))
     return tuple(moved)
+
+
+@lru_cache(maxsize=65536, typed=True)
+def _move(position: int, outgoing: bool, layout: str, shape: tuple[int, ...], logical_bytes: int) -> Move:
+    """The `Move` of these contents, made once: unrolled copies repeat a hundred or so among 45k at 50k values."""
+    return Move(position, outgoing, parse_layout(layout), shape, logical_bytes)
 
 
 def exchange_cost(facts: PlanFacts, members: LayoutGroup, moved: tuple[Move, ...], layouts: tuple[Layout, ...]) -> int:
@@ -266,10 +324,8 @@ def scratch_ratios(facts: PlanFacts, members: LayoutGroup) -> tuple[ScratchRatio
 
 def scaled_scratch(ratios: tuple[ScratchRatio, ...], shard_bytes: tuple[int, ...]) -> tuple[tuple[int, int, int], ...]:
     """(step, standard, interleaved) scratch for members with these shard sizes."""
-    return tuple(
-        (step, shard_bytes[position] * standard, shard_bytes[position] * interleaved)
-        for step, position, standard, interleaved in ratios
-    )
+    return tuple([(step, shard_bytes[position] * standard, shard_bytes[position] * interleaved)
+                  for step, position, standard, interleaved in ratios])  # a list: no generator per call (121k)
 
 
 def family_ratios(facts: PlanFacts, members: LayoutGroup, sum_step: int | None) -> tuple[ScratchRatio, ...]:

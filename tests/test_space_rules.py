@@ -90,24 +90,13 @@ def test_a_kernel_read_is_named_with_its_step_and_the_kernels_of_a_family_by_ste
 
 
 def _freeze_reason_read_in_full(context, members, kernel_steps=frozenset()):
-    """`freeze_reason` as written before its shortcuts: every rule tested in order, for every group."""
+    """`freeze_reason` as written before its shortcuts: every rule tested in order, for every group (the first ones,
+    which the shortcut skips for most groups, are `_early_reason`, its code unchanged)."""
     facts = context.facts
     plan, flow = facts.plan, facts.flow
-    values = plan.values
-    layouts = {values[m].layout for m in members}
-    unknown_parts = sorted({part for layout in layouts for part in unknown_layout_parts(layout)})
-    if unknown_parts:
-        return FreezeReason(Freeze.UNKNOWN_LAYOUT, detail=", ".join(unknown_parts))
-    if len(layouts) > 1:
-        other = next(m for m in members if values[m].layout != values[members[0]].layout)
-        return FreezeReason(Freeze.MEMBERS_DIFFER, detail=f"values {members[0]} and {other}")
-    ambiguities = [context.first_ambiguity[m] for m in members if m in context.first_ambiguity]
-    if ambiguities:
-        ambiguity = flow.ambiguities[min(ambiguities)]
-        return FreezeReason(Freeze.AMBIGUITY, ambiguity.step, detail=str(ambiguity))
-    unknown = sorted({s for m in members for s in context.unknown_steps_of[m]})
-    if unknown:
-        return FreezeReason(Freeze.UNKNOWN_OPERATION, unknown[0], plan.steps[unknown[0]].parsed_operation.kind)
+    early = rules._early_reason(context, members)
+    if early is not None:
+        return early
     readers = sorted({s for m in members for s in flow.readers.get(m, ())})
     writers = sorted({s for m in members for s in flow.writers.get(m, ())})
     if not readers:

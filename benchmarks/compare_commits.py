@@ -79,9 +79,11 @@ def main() -> None:
     arguments = parser.parse_args()
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)
-        before = compiled(worktree(arguments.before, folder))
-        after = compiled(worktree(arguments.after, folder) if arguments.after else ROOT)
+        before = worktree(arguments.before, folder)
+        after = worktree(arguments.after, folder) if arguments.after else ROOT
         try:
+            compiled(before)
+            compiled(after)
             trees = {arguments.before: before, arguments.after or "working tree": after}
             rows = compare(trees, arguments.plan.resolve(), arguments.repeat, shlex.split(arguments.options), folder)
         finally:

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from ipuplan.plan import forked
 from ipuplan.plan.forked import Forked, ForkedError
 
 
@@ -108,6 +109,7 @@ def test_an_interrupt_handed_to_the_waiting_thread_ends_the_wait_and_the_copy(tm
 
 
 def test_a_call_made_always_forks_before_forks_are_allowed():
+    assert not forked._allowed["forks"]
     with Forked(os.getpid, always=True) as call:
         assert call.forked and call.result() != os.getpid()
 
@@ -141,3 +143,10 @@ def test_a_copy_that_has_not_answered_by_until_is_ended_and_its_result_lost(tmp_
         os.waitpid(pid, os.WNOHANG)
     time.sleep(2.5)
     assert not mark.exists()
+
+
+def test_an_answer_whole_in_the_pipe_by_until_is_read_though_the_wait_began_after_it(forks_allowed):
+    # a round's second solve is waited for after its first: its answer may be waiting when its time has passed
+    call = Forked(os.getpid, until=time.perf_counter() + 0.5, lost=lambda: "lost")
+    time.sleep(1.0)
+    assert call.result() not in ("lost", os.getpid())

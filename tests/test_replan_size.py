@@ -81,13 +81,27 @@ def test_the_tasks_runnable_now_count_this_one():
     assert size.runnable_now() >= 1
 
 
-@pytest.mark.parametrize(("source", "chosen", "fits"), [
-    (size.ADDRESS_SPACE, None, True),  # each process has its own address space: the copy need only fit in one
-    ("75% of this machine's memory", None, False),  # 2 x 3.7 G less the pricing 2.5 G passes 4.8 G
-    (size.ADDRESS_SPACE, 4 * GIB, False),  # a chosen limit is the run's and its copy's together
-    (size.ADDRESS_SPACE, 5 * GIB, True),
+@pytest.mark.parametrize(("gib", "exact_gib", "chosen", "fits"), [
+    (3.7, 2.5, None, True),  # 2 x 3.7 less the solver's pricing 2.5: 4.9 G of the 6 G share; 3.7 G within ulimit -v
+    (5.0, 1.0, None, False),  # 9 G: the copy would pass the share, though each fits its own address space
+    (3.7, 2.5, 4 * GIB, False),  # a chosen limit is the run's and its copy's together
+    (3.7, 2.5, 5 * GIB, True),
+    (5.6, 0.0, 100 * GIB, True),  # a chosen limit is all that counts, not ulimit -v's 5.5 G
 ])
-def test_a_forked_copy_fits_beside_the_run_without_the_exact_exchange_s_pricing(monkeypatch, source, chosen, fits):
-    monkeypatch.setattr(size, "_default_limit", lambda: (int(4.8 * GIB), source))
-    run = size.RunSize(values=50_160, steps=1, live=1, tiles=1, bytes=int(3.7 * GIB), exact_bytes=int(2.5 * GIB))
+def test_a_forked_copy_fits_beside_the_run_without_the_exact_exchange_s_solver(monkeypatch, gib, exact_gib, chosen,
+                                                                                fits):
+    monkeypatch.setattr(size, "machine_memory", lambda: 8 * GIB)  # a 6 G share
+    monkeypatch.setattr(size, "_default_limit", lambda: (int(5.5 * GIB), size.ADDRESS_SPACE))
+    run = size.RunSize(values=50_160, steps=1, live=1, tiles=size.CHIP_TILES, bytes=int(gib * GIB),
+                       exact_bytes=int(exact_gib * GIB))
     assert size.room_for_a_copy(run, chosen) == fits
+
+
+def test_a_copy_s_room_counts_the_exchange_s_pricing_per_tile_as_the_copy_s(monkeypatch):
+    monkeypatch.setattr(size, "machine_memory", lambda: 8 * GIB)
+    tiles = 4 * size.CHIP_TILES
+    per_tile = size._tile_bytes(tiles)
+    assert per_tile > 0
+    run = size.RunSize(values=50_160, steps=1, live=1, tiles=tiles, bytes=3 * GIB, exact_bytes=GIB + per_tile)
+    limit = 2 * run.bytes - GIB
+    assert size.room_for_a_copy(run, limit) and not size.room_for_a_copy(run, limit - 1)

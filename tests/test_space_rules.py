@@ -11,7 +11,7 @@ from reference import with_step, with_value
 from ipuplan.facts.plan_facts import plan_facts
 from ipuplan.plan.layout import parse_layout
 from ipuplan.space import rules
-from ipuplan.space.rules import Move, context_of, freeze_reason, kernels_at, moved_tensors, unknown_layout_parts
+from ipuplan.space.rules import context_of, freeze_reason, kernels_at, moved_tensors, unknown_layout_parts
 from ipuplan.space.scopes import candidate_space
 from ipuplan.space.types import Freeze, FreezeReason
 
@@ -156,8 +156,7 @@ def test_a_move_is_made_of_the_other_sides_layout_as_it_is_now(reference_plan, f
     """`moved_tensors` makes each distinct move once: a value laid out otherwise is a move of its new layout."""
     members = (63,)  # read by the Convert at step 10 (written by a Copy): moves on both sides
     before = moved_tensors(facts, members)
-    assert before and all(move == Move(move.position, move.outgoing, move.other, move.other_shape, move.logical_bytes)
-                          for move in before)
+    assert before and len(before) == len(_other_sides(facts, members))
     for move, other in zip(before, _other_sides(facts, members)):
         assert move.other == facts.plan.values[other].parsed_layout
         assert move.other_shape == tuple(facts.plan.values[other].shape)

@@ -59,6 +59,8 @@ class Forked(Generic[T]):
 
     def __init__(self, function: Callable[..., T], *arguments, fork: bool = True, always: bool = False,
                  until: float | None = None, lost: Callable[[], T] | None = None) -> None:
+        if until is not None and lost is None:  # the wait would end only for the call to be made again here
+            raise ValueError("Forked: `until` needs `lost`")
         self._function, self._arguments = function, arguments
         self._until, self._lost = until, lost
         self._outcome: tuple[str, object] | None = None
@@ -187,14 +189,26 @@ def _answer(function: Callable[..., object], arguments: tuple, reader: int, writ
         os._exit(0)
 
 
+def _drained(reader: int, parts: list[bytes]) -> bytes:
+    """At `until`: the copy's answer where it is whole in the pipe already (the caller may have come to wait late,
+    as a round's second solve is waited for after its first), else b""."""
+    while select.select([reader], [], [], 0)[0]:
+        chunk = os.read(reader, _READ)
+        if not chunk:
+            return b"".join(parts)
+        parts.append(chunk)
+    return b""
+
+
 def _read_all(reader: int, until: float | None = None) -> bytes:
-    """Everything the copy writes, until it ends (b"" at `until`); a wait that looks up every `_POLL_SECONDS` so that
-    an interrupt handed to this thread is taken (and the copy ended by the caller's context)."""
+    """Everything the copy writes, until it ends (past `until`, only an answer it wrote whole by then); a wait that
+    looks up every `_POLL_SECONDS` so that an interrupt handed to this thread is taken (and the copy ended by the
+    caller's context)."""
     parts = []
     while True:
         wait = _POLL_SECONDS if until is None else min(_POLL_SECONDS, until - time.perf_counter())
         if wait <= 0:
-            return b""
+            return _drained(reader, parts)
         ready, _, _ = select.select([reader], [], [], wait)
         if not ready:
             continue

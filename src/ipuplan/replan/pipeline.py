@@ -33,7 +33,7 @@ from ipuplan.replan.gathers import InsertedGather, inserted_gathers
 from ipuplan.replan.options import EXACT_AUTO_CANDIDATES, BadOption, ExactExchange, OptimizeOptions, default_workers
 from ipuplan.replan.pins import Pins, resolve_pins
 from ipuplan.replan.rewrite import Checking, rewrite_checking, with_budgets, with_derived_fields
-from ipuplan.replan.size import RunSize, limit_in_words, require_run_fits, room_for_a_copy, usable_cores
+from ipuplan.replan.size import CHIP_TILES, RunSize, limit_in_words, require_run_fits, room_for_a_copy, usable_cores
 from ipuplan.replan.widen import Widening, solve_space
 from ipuplan.solvers import Progress, SolveResult, SolverSettings, SolveStatus, solve, solve_soft
 from ipuplan.solvers.deadline import Deadline
@@ -82,7 +82,7 @@ def prepare(plan: Plan, options: OptimizeOptions, on_phase: Phase = _silent) -> 
                         f"{size_in_words(size.bytes)} (limit {limit_in_words(options.memory_limit)})")
     facts = plan_facts(plan, options.budgets_for(plan))
     facts.elementwise  # noqa: B018 - the check and the space both read it: found here, before the check forks
-    with Forked(_checked, facts, fork=forks(size, options)) as checking:
+    with Forked(_checked, facts, size.tiles <= CHIP_TILES, fork=forks(size, options)) as checking:
         if not checking.forked:  # refused before anything is built on it
             _refuse_inconsistent(checking.result()[0])
         try:
@@ -124,13 +124,14 @@ def structural_problems(facts: PlanFacts) -> list[Mismatch]:
     return [m for m in check(facts.plan, facts) if m.kind.structural]
 
 
-def _checked(facts: PlanFacts) -> tuple[list[Mismatch], PlanExchange | None]:
-    """`structural_problems`, and where there are none and the check is made in a forked copy, the input's exact
-    exchange: the copy idles after the check while the space is built, and the run's tail, where the exchange is
-    reported, has both cores busy (0.15 s of a 50,160-value run). None where pricing failed: the run prices it again,
-    and fails, as before."""
+def _checked(facts: PlanFacts, price: bool) -> tuple[list[Mismatch], PlanExchange | None]:
+    """`structural_problems`, and with `price`, where there are none and the check is made in a forked copy, the
+    input's exact exchange: the copy idles after the check while the space is built, and the run's tail, where the
+    exchange is reported, has both cores busy (0.15 s of a 50,160-value run). Not past a chip's tiles, where pricing
+    may outlast the space and `prepare` would wait for it. None where pricing failed: the run prices it again, and
+    fails, as before."""
     problems = structural_problems(facts)
-    if problems or not in_a_copy():
+    if problems or not price or not in_a_copy():
         return problems, None
     try:
         return problems, plan_exchange(facts.plan, facts)

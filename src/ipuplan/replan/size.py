@@ -215,13 +215,20 @@ def memory_limit(chosen: int | None = None) -> int:
 
 
 def room_for_a_copy(size: RunSize, chosen: int | None = None) -> bool:
-    """Whether a forked copy of a run of `size` fits beside it within the memory limit (`memory_limit(chosen)`). The
-    copy checks a plan: at most it holds the run again without the exact exchange's pricing, which is this process's.
-    Under the default limit from `ulimit -v` each process has its own address space: the copy need only fit in one
-    (doubled there, a 50,160-value run's 3.7 GiB estimate kept its checks here under a 6 GB limit, +3 s)."""
-    if chosen is None and _default_limit()[1] == ADDRESS_SPACE:
-        return size.bytes <= _default_limit()[0]
-    return 2 * size.bytes - size.exact_bytes <= memory_limit(chosen)
+    """Whether a forked copy of a run of `size` fits beside it. The copy checks a plan and prices its exchange: at
+    most it holds the run again without the exact exchange's CP-SAT part, which is this process's (its per-tile part
+    the copy may spend). The two share the memory: `chosen`, else DEFAULT_SHARE of the machine's (or cgroup's). An
+    address-space limit (`ulimit -v`) is each process's own: the copy need only fit in it as the run does (doubled
+    there, a 50,160-value run's 3.7 GiB estimate turned its checks off under a 6 GB limit, +3 s)."""
+    both = 2 * size.bytes - _solver_pricing_bytes(size)
+    if chosen is not None:
+        return both <= chosen
+    return both <= int(DEFAULT_SHARE * machine_memory()) and size.bytes <= _default_limit()[0]
+
+
+def _solver_pricing_bytes(size: RunSize) -> int:
+    """The part of `size.exact_bytes` the exact exchange's CP-SAT model takes (the rest is pricing per tile)."""
+    return max(size.exact_bytes - _tile_bytes(size.tiles), 0) if size.exact_bytes else 0
 
 
 def limit_in_words(chosen: int | None) -> str:

@@ -188,7 +188,6 @@ class _Inference:
         self.judged: dict[tuple, frozenset[int]] = {}
         """(rule, a form) -> the forms it pairs with that one."""
         self.formed: set[int] = set()
-        self.operations: dict[str, tuple[str, bool, tuple]] = {}
 
     def readable(self, step: Step, result: int) -> list[int]:
         """Values whose storage is live at `step` and that were written before it, except `result`.
@@ -331,11 +330,8 @@ class _Inference:
     def operation(self, text: str) -> tuple[str, bool, tuple]:
         """(kind, whether a conversion, `mover_rules`) of an operation, worked out once per distinct text (a large plan
         repeats a few dozen)."""
-        found = self.operations.get(text)
-        if found is None:
-            operation = parse_operation(text)
-            found = self.operations[text] = operation.kind, operation.conversion is not None, mover_rules(operation)
-        return found
+        kind, _, converts, moves = _operation_read(text)
+        return kind, converts, moves
 
     def mover_sources(self, step: Step, writes: list[int], rules: tuple, label: str, could_be) -> Iterable[int]:
         for result in writes:
@@ -419,8 +415,9 @@ def _step_read(step: Step) -> tuple:
 
 @lru_cache(maxsize=4096)
 def _operation_read(text: str) -> tuple:
-    """What `_step_read` reads of an operation, worked out once per text: a rewrite at 50k values changes thousands
-    of steps, over a few dozen texts."""
+    """What the inference reads of an operation (kind, in place, a conversion, `mover_rules`), worked out once per
+    text: a large plan repeats a few dozen texts over its steps (`_Inference.operation`, `gemm_families`,
+    `_step_read`)."""
     operation = parse_operation(text)
     return operation.kind, operation.is_in_place, operation.conversion is not None, mover_rules(operation)
 
@@ -433,8 +430,7 @@ def gemm_families(plan: Plan, steps: tuple[StepFlow, ...], ambiguities: list[Amb
         for v in flow.reads:
             readers.setdefault(v, []).append(flow)
     plan_steps = plan.steps
-    is_gemm = _kind_tests(plan, "Gemm")
-    gemms = (flow for flow in steps if is_gemm[plan_steps[flow.index].operation])
+    gemms = (flow for flow in steps if _operation_read(plan_steps[flow.index].operation)[0] == "Gemm")
     return tuple(_family(plan, flow, writer, readers, ambiguities) for flow in gemms)
 
 
@@ -452,11 +448,6 @@ def _source(writer: dict[int, StepFlow], value_id: int | None) -> int | None:
     """What the step writing `value_id` reads, where it reads one value only."""
     flow = writer.get(value_id)
     return flow.reads[0] if flow is not None and len(flow.reads) == 1 else None
-
-
-def _kind_tests(plan: Plan, kind: str) -> dict[str, bool]:
-    """Per operation text of the plan, whether its kind is `kind`: a large plan repeats a few dozen texts."""
-    return {text: parse_operation(text).kind == kind for text in dict.fromkeys(step.operation for step in plan.steps)}
 
 
 def _family(plan: Plan, gemm: StepFlow, writer: dict[int, StepFlow], readers: dict[int, list[StepFlow]],

@@ -189,28 +189,18 @@ def _answer(function: Callable[..., object], arguments: tuple, reader: int, writ
         os._exit(0)
 
 
-def _drained(reader: int, parts: list[bytes]) -> bytes:
-    """At `until`: the copy's answer where it is whole in the pipe already (the caller may have come to wait late,
-    as a round's second solve is waited for after its first), else b""."""
-    while select.select([reader], [], [], 0)[0]:
-        chunk = os.read(reader, _READ)
-        if not chunk:
-            return b"".join(parts)
-        parts.append(chunk)
-    return b""
-
-
 def _read_all(reader: int, until: float | None = None) -> bytes:
-    """Everything the copy writes, until it ends (past `until`, only an answer it wrote whole by then); a wait that
-    looks up every `_POLL_SECONDS` so that an interrupt handed to this thread is taken (and the copy ended by the
-    caller's context)."""
+    """Everything the copy writes, until it ends; past `until`, only an answer it wrote whole by then (the caller may
+    have come to wait late, as a round's second solve is waited for after its first), else b"". A wait that looks up
+    every `_POLL_SECONDS` so that an interrupt handed to this thread is taken (and the copy ended by the caller's
+    context)."""
     parts = []
     while True:
-        wait = _POLL_SECONDS if until is None else min(_POLL_SECONDS, until - time.perf_counter())
-        if wait <= 0:
-            return _drained(reader, parts)
-        ready, _, _ = select.select([reader], [], [], wait)
+        left = float("inf") if until is None else until - time.perf_counter()
+        ready, _, _ = select.select([reader], [], [], min(max(left, 0.0), _POLL_SECONDS))
         if not ready:
+            if left <= 0:
+                return b""
             continue
         chunk = os.read(reader, _READ)
         if not chunk:

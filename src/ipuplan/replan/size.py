@@ -228,7 +228,7 @@ def room_for_a_copy(size: RunSize, chosen: int | None = None) -> bool:
 
 def _solver_pricing_bytes(size: RunSize) -> int:
     """The part of `size.exact_bytes` the exact exchange's CP-SAT model takes (the rest is pricing per tile)."""
-    return max(size.exact_bytes - _tile_bytes(size.tiles), 0) if size.exact_bytes else 0
+    return max(size.exact_bytes - _tile_bytes(size.tiles), 0)
 
 
 def limit_in_words(chosen: int | None) -> str:

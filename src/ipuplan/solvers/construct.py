@@ -158,10 +158,7 @@ class GroupRows:
         again (a repair's scoring reads its group sets' `Frame`s instead)."""
         found = self._located.get(g)
         if found is None:
-            spans, table = self.spans[self.bounds[g]:self.bounds[g + 1]], self.table
-            first, terms = table.span_first[spans], table.span_term[spans]
-            lengths = table.span_end[spans] - first
-            found = ranges(first, lengths), np.repeat(terms, lengths)
+            found = self._written_out(self.spans[self.bounds[g]:self.bounds[g + 1]])[:2]
             if self._located_rows + len(found[0]) <= LOCATED_ROWS:
                 for kept in found:  # shared from now on
                     kept.setflags(write=False)
@@ -186,17 +183,22 @@ class GroupRows:
     def _framed(self, groups: tuple[int, ...]) -> Frame:
         """The `Frame` of `groups`, written out: every group's spans at once, end to end (as `located` writes one
         group's; a group at a time, through `located`, took 2.5 times as long at 50k values)."""
-        chosen, table = np.array(groups, dtype=np.int64), self.table
+        chosen = np.array(groups, dtype=np.int64)
         first, spanned = self.bounds[chosen], self.bounds[chosen + 1] - self.bounds[chosen]
-        spans = self.spans[ranges(first, spanned)]
-        span_rows = table.span_end[spans] - table.span_first[spans]
-        rows, terms = ranges(table.span_first[spans], span_rows), np.repeat(table.span_term[spans], span_rows)
+        rows, terms, span_rows = self._written_out(self.spans[ranges(first, spanned)])
         before = np.concatenate([[0], np.cumsum(span_rows)])  # rows before each span
         ends = np.cumsum(spanned)
         lengths = before[ends] - before[ends - spanned]
         counts = np.array([self.counts[g] for g in groups], dtype=np.int64)
-        candidate = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-        return Frame(rows, terms, table.start[terms], lengths, np.cumsum(lengths) - lengths, counts, candidate)
+        candidate = ranges(np.zeros(len(counts), dtype=np.int64), counts)  # each candidate's index in its group
+        return Frame(rows, terms, self.table.start[terms], lengths, np.cumsum(lengths) - lengths, counts, candidate)
+
+    def _written_out(self, spans: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(rows, terms, rows per span) of `spans` (indices of the table's spans), each span's rows in turn."""
+        table = self.table
+        first = table.span_first[spans]
+        lengths = table.span_end[spans] - first
+        return ranges(first, lengths), np.repeat(table.span_term[spans], lengths), lengths
 
     def segments(self, g: int) -> list[tuple[int, np.ndarray]]:
         """Per distinct term of group `g`, the term and the rows it holds the group's bytes at (IOPDDL: one term)."""

@@ -178,8 +178,6 @@ def _held_by(context: Context, steps: Sequence[int], kernel_steps: frozenset[int
 
 def _steps_of(steps: dict[int, tuple[int, ...]], members: LayoutGroup) -> list[int]:
     """The steps `steps` (value -> steps) gives any member, sorted, each once."""
-    if len(members) == 1:
-        return sorted(set(steps.get(members[0], ())))
     return sorted({s for m in members for s in steps.get(m, ())})
 
 

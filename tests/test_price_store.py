@@ -3,14 +3,17 @@ and a store that cannot be used is only a store not used."""
 
 from __future__ import annotations
 
+import os
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
 from test_pair_exchange import STEPS, _random_layout
-from test_plan_exchange import RETILE, WHOLE_COPY
+from reference import with_value
+from test_plan_exchange import HEADS_ALIGNED, RETILE, WHOLE_COPY
 
-from ipuplan.facts import exchange_proxy, pair_exchange, price_store
+from ipuplan.facts import exchange_proxy, pair_exchange, plan_exchange, price_store
 from ipuplan.facts.pair_exchange import matched_bytes, pair_bytes
 from ipuplan.facts.plan_exchange import INNER, OUTER
 from ipuplan.plan.operation import parse_operation
@@ -27,6 +30,7 @@ def store(tmp_path, monkeypatch):
 
 def _forget() -> None:
     getattr(price_store.code_version, "cache_clear", lambda: None)()  # (a test may have replaced it)
+    price_store._directory_for.cache_clear()  # (a test may replace `Path.home`)
     pair_exchange._distinct_pair_bytes.cache_clear()
     pair_exchange._distinct_matched_bytes.cache_clear()
     for cached in (exchange_proxy.kept_exchange_bytes, exchange_proxy.mapped_exchange_bytes):
@@ -147,6 +151,29 @@ def test_the_default_folder_follows_xdg(monkeypatch, tmp_path):
     monkeypatch.delenv(price_store.CACHE_VARIABLE, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert price_store.store_directory() == tmp_path / "ipuplan"
+
+
+def test_the_folder_follows_every_variable_it_reads_and_asks_home_once(monkeypatch, tmp_path):
+    """Worked out once per environment (`opened` asks at every price), yet a changed variable is a changed folder."""
+    monkeypatch.delenv(price_store.CACHE_VARIABLE, raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    price_store._directory_for.cache_clear()
+    asked = []
+    monkeypatch.setattr(price_store.Path, "home", lambda: asked.append(1) or Path(os.environ["HOME"]))
+    for home in ("a", "b"):
+        monkeypatch.setenv("HOME", str(tmp_path / home))
+        assert [price_store.store_directory() for _ in range(3)] == [tmp_path / home / ".cache" / "ipuplan"] * 3
+    assert len(asked) == 2
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert price_store.store_directory() == tmp_path / "xdg" / "ipuplan"
+    monkeypatch.setenv(price_store.CACHE_VARIABLE, str(tmp_path / "chosen"))
+    assert price_store.store_directory() == tmp_path / "chosen"
+    monkeypatch.setenv(price_store.CACHE_VARIABLE, " Off ")
+    assert price_store.store_directory() is None
+    monkeypatch.delenv(price_store.CACHE_VARIABLE)
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert price_store.store_directory() == tmp_path / "b" / ".cache" / "ipuplan" and len(asked) == 2
+    price_store._directory_for.cache_clear()
 
 
 def _both_readings():
@@ -280,3 +307,52 @@ def test_the_tool_imports_and_prices_without_the_sqlite3_module(tmp_path):
             "assert price_store.sqlite3 is None and price_store.opened() is None\n")
     subprocess.run([sys.executable, "-c", code], check=True, env={"IPUPLAN_CACHE_DIR": str(tmp_path), "PATH": ""})
     assert not any(tmp_path.iterdir())
+
+
+def _counted_with(monkeypatch, plan, asked: list) -> plan_exchange.PlanExchange:
+    """`plan`'s exchange, fresh from this process's caches, with every step `both_readings` prices listed in `asked`."""
+    real = plan_exchange.both_readings
+
+    def listed(operation, *args):
+        asked.append(operation.text)
+        return real(operation, *args)
+    plan_exchange.step_bytes.cache_clear()
+    price_store._read.clear()
+    monkeypatch.setattr(plan_exchange, "both_readings", listed)
+    return plan_exchange.plan_exchange(plan)
+
+
+def test_a_plans_exchange_counted_again_reads_each_step_the_first_count_kept(store, monkeypatch, reference_plan):
+    # a view whose readings differ keeps both figures (step 19); the count is the same, figure by figure
+    plan = with_value(reference_plan, 71, layout=HEADS_ALIGNED)
+    first, again = [], []
+    counted = _counted_with(monkeypatch, plan, first)
+    assert counted.other_readings and len(first) > 20
+    assert _counted_with(monkeypatch, plan, again) == counted
+    assert again == []
+    assert store.exists()
+
+
+def test_a_layout_written_otherwise_is_priced_not_read(store, monkeypatch, reference_plan):
+    _counted_with(monkeypatch, reference_plan, [])
+    changed, asked = with_value(reference_plan, 71, layout=HEADS_ALIGNED), []
+    assert _counted_with(monkeypatch, changed, asked) == plan_exchange.plan_exchange(changed)
+    assert 0 < len(asked) <= 4  # the steps that read or write value 71, and only those
+
+
+def test_a_step_that_cannot_be_priced_is_asked_each_time(store, monkeypatch, reference_plan):
+    plan = with_value(reference_plan, 71, shape=[1 << 25, 1, 1])  # past what one step may enumerate
+    first, again = [], []
+    counted = _counted_with(monkeypatch, plan, first)
+    assert counted.unpriced
+    assert _counted_with(monkeypatch, plan, again) == counted
+    assert 0 < len(again) < len(first)
+
+
+def test_no_store_no_price_kept_and_the_same_count(monkeypatch, reference_plan):
+    monkeypatch.setenv(price_store.CACHE_VARIABLE, "off")
+    _forget()
+    asked = []
+    assert _counted_with(monkeypatch, reference_plan, asked).total == 699_219_304
+    assert _counted_with(monkeypatch, reference_plan, asked).total == 699_219_304
+    assert len(asked) > 40  # every step priced twice: nothing kept

@@ -33,6 +33,8 @@ except ImportError:  # a Python built without it: no store, every price computed
 
 CACHE_VARIABLE = "IPUPLAN_CACHE_DIR"
 OFF = "off"
+DIRECTORY_VARIABLES = (CACHE_VARIABLE, "XDG_CACHE_HOME", "HOME")
+"""What `store_directory` reads of the environment (`HOME` through `Path.home`)."""
 MAX_STORE_BYTES = 256 << 20
 FILE_NAME = "exchange-prices.sqlite"
 PRICING_SOURCES = ("facts/pair_exchange.py", "facts/plan_exchange.py", "facts/exchange_proxy.py", "plan/layout.py",
@@ -44,10 +46,17 @@ STORE_ERRORS = (OSError, ValueError, *(() if sqlite3 is None else (sqlite3.Error
 
 def store_directory() -> Path | None:
     """Where prices are kept (None: `IPUPLAN_CACHE_DIR=off`, or empty, or no home folder to put them in)."""
-    chosen = os.environ.get(CACHE_VARIABLE)
+    return _directory_for(*(os.environ.get(name) for name in DIRECTORY_VARIABLES))
+
+
+@lru_cache(maxsize=16)
+def _directory_for(chosen: str | None, base: str | None, home: str | None) -> Path | None:
+    """`store_directory` for these values of `DIRECTORY_VARIABLES`, worked out once: `opened` asks at every price
+    (1,515 times a run of the reference plan), and `Path.home` reads the password file where `HOME` is unset. `home`
+    is only part of the key."""
     if chosen is not None:
         return None if chosen.strip().lower() in (OFF, "") else Path(chosen)
-    if base := os.environ.get("XDG_CACHE_HOME"):
+    if base:
         return Path(base) / "ipuplan"
     try:
         return Path.home() / ".cache" / "ipuplan"
@@ -77,6 +86,11 @@ def step_key(operation: str, source_shape: tuple[int, ...], result_shape: tuple[
              reading: str) -> int:
     """What of a step decides its prices, with the code that prices it, hashed."""
     return _hash(f"{code_version()}|{operation}|{source_shape}|{result_shape}|{element_size}|{reading}")
+
+
+def text_key(text: str) -> int:
+    """A layout's text as written, hashed (a plan's steps: the same layout written alike has one key)."""
+    return _hash(text)
 
 
 @lru_cache(maxsize=8192)

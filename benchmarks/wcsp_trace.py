@@ -40,11 +40,29 @@ def worst_share(problem, choice) -> float:
 
 def traced_run(path: Path, time_limit: float) -> dict:
     """The run, with its rounds and repairs recorded (this process: the child)."""
-    from ipuplan.solvers import wcsp
+    from ipuplan.solvers import cpsat, wcsp
     from ipuplan.workbench.iopddl import read_instance, solve_instance
 
-    rounds, repairs, best = [], [], {"cost": None}
+    rounds, repairs, parts, best = [], [], [], {"cost": None}
     repaired, round_, offer = wcsp.repaired, wcsp._round, wcsp._Best.offer
+    solver_of, least_excess, solvers = cpsat._solver, cpsat._least_excess, []
+
+    def traced_solver(*args, **kwargs):
+        solvers.append(solver_of(*args, **kwargs))
+        return solvers[-1]
+
+    def traced_least_excess(problem, seconds, *args, **kwargs):
+        began, solvers[:] = time.perf_counter(), []
+        found = least_excess(problem, seconds, *args, **kwargs)
+        record = {"repair": len(repairs), "at s": round(began - STARTED, 1), "groups": problem.groups,
+                  "wall asked": round(seconds, 2)}
+        for phase, solver in zip(("excess", "exchange"), solvers):
+            response = solver.response_proto
+            record |= {f"{phase} status": solver.status_name(response.status)[:4],
+                       f"{phase} units": round(response.deterministic_time, 2),
+                       f"{phase} wall": round(response.wall_time, 2), f"{phase} CPU": round(response.user_time, 2)}
+        parts.append(record)
+        return found
 
     def traced_repaired(problem, choice, *args, **kwargs):
         began, cost, over = time.perf_counter(), problem.exchange_of(choice), worst_share(problem, choice)
@@ -75,8 +93,9 @@ def traced_run(path: Path, time_limit: float) -> dict:
         return waited
 
     wcsp.repaired, wcsp._round, wcsp._Best.offer = traced_repaired, traced_round, traced_offer
+    cpsat._solver, cpsat._least_excess = traced_solver, traced_least_excess
     run = solve_instance(read_instance(path), time_limit, started=STARTED)
-    return {"rounds": rounds, "repairs": repairs, "cost": run.summary()["cost"],
+    return {"rounds": rounds, "repairs": repairs, "parts": parts, "cost": run.summary()["cost"],
             "valid": run.summary()["valid"], "wall s": round(time.perf_counter() - STARTED, 1)}
 
 
@@ -123,6 +142,7 @@ def main() -> None:
     print_table(trace["rounds"], "rounds (toulbar2's solves, in children)")
     print_table(trace["repairs"], "repairs (this process)")
     print_table(summary(trace["repairs"]), "this process's repair seconds")
+    print_table(trace["parts"], "the repairs' CP-SAT neighbourhoods (repair: its row above, from 0)")
 
 
 if __name__ == "__main__":

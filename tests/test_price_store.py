@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_pair_exchange import STEPS, _random_layout
 from reference import with_value
+from test_pair_exchange import STEPS, _random_layout
 from test_plan_exchange import HEADS_ALIGNED, RETILE, WHOLE_COPY
 
 from ipuplan.facts import exchange_proxy, pair_exchange, plan_exchange, price_store

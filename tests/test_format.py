@@ -1,13 +1,29 @@
 from __future__ import annotations
 
+import gc
 import json
+import random
 import re
 
 import pytest
 from reference import ALL_PLANS, REFERENCE
 
 from ipuplan import PlanError, dump_plan, load_plan, plan_from_json, write_plan
-from ipuplan.plan.format import MAX_DEPTH, FrozenList, _read_directly, _read_via_python, plan_bytes
+from ipuplan.plan.format import (
+    _NOT_QUOTE_OR_BRACKET,
+    MAX_DEPTH,
+    MAX_PLAN_BYTES,
+    FrozenList,
+    Plan,
+    _check_references,
+    _check_step,
+    _checked_timelines,
+    _checked_value,
+    _nests_too_deeply,
+    _read_directly,
+    _read_via_python,
+    plan_bytes,
+)
 
 
 @pytest.mark.parametrize("path", ALL_PLANS, ids=lambda p: p.name)
@@ -280,3 +296,115 @@ def test_a_copy_is_the_one_pydantic_makes(reference_raw, update):
     assert type(ours.shape) is FrozenList
     for model in (value.model_copy(), value):  # the original untouched
         assert model.name == value.name
+
+
+def _walked(plan) -> None:
+    """`_check_references` as it was: every value and step checked field by field (the quick pass must agree)."""
+    count, total = len(plan.values), 0
+    for position, value in enumerate(plan.values):
+        total += _checked_value(value, position, count)
+    if total > MAX_PLAN_BYTES:
+        raise PlanError("too many bytes", location="timeline.values")
+    aliases = frozenset(value.id for value in plan.values if value.is_alias)
+    for position, step in enumerate(plan.steps):
+        _check_step(plan.values, aliases, step, position)
+
+
+def _outcome(check, plan) -> str | None:
+    try:
+        check(plan)
+    except PlanError as error:
+        return str(error)
+    return None
+
+
+def _live_mutations(seed: int):
+    """A few live sets of the reference plan given ids past the end, aliases and repeats, at random slots."""
+    chosen = random.Random(seed)
+
+    def mutate(raw):
+        for step in chosen.sample(raw["timeline"]["steps"], 3):
+            for _ in range(chosen.randint(1, 2)):
+                step["live"].insert(chosen.randint(0, len(step["live"])), chosen.choice(
+                    [chosen.randrange(176, 180), 46, *step["live"][:1]]))
+    return mutate
+
+
+@pytest.mark.parametrize("mutate", [
+    lambda r: None,
+    lambda r: r["timeline"]["steps"][9]["live"].extend([46, 500]),  # an alias before an id past the end
+    lambda r: r["timeline"]["steps"][9]["live"].extend([500, 46]),
+    lambda r: r["timeline"]["steps"][9]["live"].extend([46, 46]),  # an alias listed twice: the alias is named
+    lambda r: r["timeline"]["steps"][9].update(index=3, operation="Gemm { mode: }"),  # the index is named first
+    lambda r: r["timeline"]["steps"][9]["scratch"].update(interleaved=2**41),
+    lambda r: (r["timeline"]["steps"][9]["scratch"].update(standard=2**41),
+               r["timeline"]["steps"][4]["live"].append(4000)),  # the earlier step is named
+    lambda r: r["timeline"]["values"][5].update(root=900, precision="Q7"),
+    lambda r: r["timeline"]["values"][5].update(precision="Q7", copies=2**47),
+    lambda r: r["timeline"]["values"][84].update(copies=2**47),
+    lambda r: r["timeline"]["values"][84].update(shape=[2**40] * 3),
+    lambda r: (r["timeline"]["values"][100].update(id=7), r["timeline"]["steps"][0]["live"].append(999)),
+    *(_live_mutations(seed) for seed in range(20)),
+])
+def test_the_quick_reference_check_finds_what_the_field_by_field_walk_finds(reference_raw, mutate):
+    mutate(reference_raw)
+    plan = _read_directly(json.dumps(reference_raw))  # validated, its references not yet checked
+    assert _outcome(_check_references, plan) == _outcome(_walked, plan)
+
+
+def _peeled(data: bytes) -> bool:
+    """`_nests_too_deeply` as it was: the innermost bracket pairs peeled once per allowed level."""
+    if b"\\" in data:
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    brackets = b"".join(data.translate(None, _NOT_QUOTE_OR_BRACKET).replace(b'""', b"").split(b'"')[::2])
+    for _ in range(MAX_DEPTH):
+        if not brackets:
+            return False
+        brackets = re.sub(rb"\[\]|\{\}", b"", brackets)
+    return bool(brackets)
+
+
+def _nested(chosen: random.Random, depth: int) -> object:
+    """JSON `depth` levels deep, its strings holding brackets, quotes and backslashes."""
+    text = "".join(chosen.choice('[]{}"\\ab') for _ in range(chosen.randint(0, 6)))
+    if depth == 0:
+        return chosen.choice([text, 1, []])
+    inner = [_nested(chosen, depth - 1), *(_nested(chosen, chosen.randint(0, min(depth - 1, 3)))
+                                           for _ in range(chosen.randint(0, 2)))]
+    return chosen.choice([inner, {text: inner[0], "x": inner[1:]}])
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_nesting_is_measured_as_peeling_measured_it(seed):
+    chosen = random.Random(seed)
+    data = json.dumps(_nested(chosen, chosen.randint(MAX_DEPTH - 3, MAX_DEPTH + 1)), ensure_ascii=False).encode()
+    assert _nests_too_deeply(data) == _peeled(data)
+
+
+def test_a_loaded_plan_is_its_own_snapshot_without_a_second_walk(monkeypatch, reference_raw):
+    plan = load_plan(REFERENCE)
+    walks = []
+    monkeypatch.setattr(Plan, "_unknown_live_id", lambda self: walks.append(self))
+    assert plan.snapshot() is plan and walks == []
+    budgets = plan.model_copy(update={"budget_bytes": 1})  # the checked timeline kept
+    assert budgets.snapshot() is budgets and walks == []
+    steps = list(plan.steps)
+    steps[7] = steps[7].model_copy(update={"live": [*steps[7].live, 500]})
+    changed = plan.model_copy(update={"timeline": plan.timeline.model_copy(update={"steps": steps})})
+    changed.snapshot()
+    assert walks == [changed]  # another timeline: walked
+    monkeypatch.undo()
+    with pytest.raises(PlanError, match="value id 500 does not exist"):
+        changed.snapshot()
+    reference_raw["timeline"]["steps"][7]["live"].append(500)
+    with pytest.raises(PlanError, match="value id 500 does not exist"):
+        Plan.model_validate(reference_raw).snapshot()  # validated, never checked
+
+
+def test_a_checked_timeline_is_forgotten_with_it():
+    plan = load_plan(REFERENCE)
+    key = id(plan.timeline)
+    assert key in _checked_timelines
+    del plan
+    gc.collect()
+    assert key not in _checked_timelines

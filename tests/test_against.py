@@ -14,7 +14,17 @@ import ipuplan
 from ipuplan import Plan, load_plan, write_plan
 from ipuplan.cli import app
 from ipuplan.plan.layout import format_layout
-from ipuplan.replan.against import GATHER_OPERATION, against
+from ipuplan.replan.against import (
+    GATHER_OPERATION,
+    KEPT_STEP_FIELDS,
+    KEPT_VALUE_FIELDS,
+    _change,
+    _live_difference,
+    against,
+    alignment,
+    step_violations,
+    value_violations,
+)
 from ipuplan.replan.rewrite import with_derived_fields
 from ipuplan.space.scopes import Scope, UnknownScope
 
@@ -301,3 +311,57 @@ def test_the_optimiser_refuses_its_own_rewrite_that_breaks_the_contract(referenc
     broken = replace(space, free=(replace(group, candidates=(group.candidates[0], bogus)),), frozen=())
     with pytest.raises(IllegalRewrite, match="scope: value 34 .* tiling or order changed where the classes level"):
         rewrite(facts, broken, (1,), facts.budgets)
+
+
+
+def _steps_as_they_were(before: Plan, after: Plan, aligned) -> list[str]:
+    """`step_violations` as it was, every field of every copied step compared (the quick tests must agree)."""
+    found, count = [], len(before.values)
+    for old, position in zip(before.steps, aligned.new_index):
+        new = after.steps[position]
+        if old is new:
+            continue
+        where = f"step {position}" + (f" (step {old.index} of the original)" if position != old.index else "")
+        found += [f"{where}: {field} {_change(getattr(old, field), getattr(new, field))}"
+                  for field in KEPT_STEP_FIELDS if getattr(old, field) != getattr(new, field)]
+        kinds = old.parsed_operation.kind, new.parsed_operation.kind
+        if kinds[0] != kinds[1]:
+            found.append(f"{where}: operation kind {_change(*kinds)}")
+        kept_live = [value for value in new.live if value < count]
+        if kept_live != old.live:
+            found.append(f"{where}: live set changed ({_live_difference(kept_live, old.live)})")
+    return found
+
+
+def _values_as_they_were(before: Plan, after: Plan) -> list[str]:
+    return [f"value {old.id}: {field} {_change(getattr(old, field), getattr(new, field))}"
+            for old, new in zip(before.values, after.values) if old is not new
+            for field in KEPT_VALUE_FIELDS if getattr(old, field) != getattr(new, field)]
+
+
+def _first_live_as_it_was(before: Plan, after: Plan) -> dict[int, int]:
+    first_live: dict[int, int] = {}
+    for position, step in enumerate(after.steps):
+        for value in step.live:
+            if value >= len(before.values):
+                first_live.setdefault(value, position)
+    return first_live
+
+
+@pytest.mark.parametrize("rewrite", [
+    lambda p, g: with_step(p, 12, source=3, live=[*p.steps[12].live[1:], 500]),
+    lambda p, g: with_step(p, 12, execution_count=7, operation=p.steps[13].operation),
+    lambda p, g: with_step(p, 20, operation=p.steps[20].operation.replace("1", "2", 1), live=p.steps[20].live[::-1]),
+    lambda p, g: with_step(with_step(p, 5, live=[*p.steps[5].live, 176]), 9, live=[176, *p.steps[9].live]),
+    lambda p, g: with_value(with_value(p, 30, name="renamed", copies=2), 31, root=0),
+    lambda p, g: g,
+    lambda p, g: with_derived_fields(p.model_copy(update={"budget_bytes": 1})),
+])
+def test_the_quick_structure_rules_find_what_comparing_every_field_finds(reference_plan, facts, gathered, rewrite):
+    after = rewrite(reference_plan, gathered)
+    aligned = alignment(reference_plan, after)
+    assert aligned.first_live == _first_live_as_it_was(reference_plan, after)
+    steps = step_violations(reference_plan, after, aligned)
+    assert [line for line in steps if "index is" not in line] == _steps_as_they_were(reference_plan, after, aligned)
+    values = value_violations(reference_plan, after, facts.live.born_at)
+    assert [line for line in values if ": shape " not in line] == _values_as_they_were(reference_plan, after)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from operator import attrgetter
 
 from ipuplan.facts.attention_families import AttentionFamily, current_head_split, derive_attention
 from ipuplan.facts.check import check, most_common
@@ -55,6 +56,10 @@ optimiser's `replan.rewrite`, which runs this check on its own output."""
 
 KEPT_STEP_FIELDS = ("source", "execution_count")
 """Kept by every original step; its index may move past inserted steps and its live set gain gathered values."""
+
+_kept_value_fields, _kept_step_fields = attrgetter(*KEPT_VALUE_FIELDS), attrgetter(*KEPT_STEP_FIELDS)
+"""The kept fields at once (in C): most of a rewrite's values and steps keep them all, and are not compared field by
+field."""
 
 BornAt = tuple[tuple[int, ...], ...]
 """Per step, the values first live there (`Liveness.born_at`)."""
@@ -149,6 +154,8 @@ def alignment(before: Plan, after: Plan) -> Alignment:
     count = len(before.values)
     first_live: dict[int, int] = {}
     for position, step in enumerate(after.steps):
+        if max(step.live, default=-1) < count:  # in C: most steps hold no inserted value
+            continue
         for value in step.live:
             if value >= count:
                 first_live.setdefault(value, position)
@@ -189,8 +196,9 @@ def value_violations(before: Plan, after: Plan, born_at: BornAt) -> list[str]:
     partials = {v for step in before.steps if step.parsed_operation.kind == "Gemm" for v in born_at[step.index]}
     # a value the rewrite left alone is the very same object: nothing of it can have changed
     for old, new in ((a, b) for a, b in zip(before.values, after.values) if a is not b):
-        found += [f"value {old.id}: {field} {_change(getattr(old, field), getattr(new, field))}"
-                  for field in KEPT_VALUE_FIELDS if getattr(old, field) != getattr(new, field)]
+        if _kept_value_fields(old) != _kept_value_fields(new):
+            found += [f"value {old.id}: {field} {_change(getattr(old, field), getattr(new, field))}"
+                      for field in KEPT_VALUE_FIELDS if getattr(old, field) != getattr(new, field)]
         if old.shape != new.shape and not (old.id in partials and old.shape[1:] == new.shape[1:]):
             found.append(f"value {old.id}: shape {_change(old.shape, new.shape)} (only a Gemm's partials may change, "
                          "and only their leading pK)")
@@ -213,12 +221,13 @@ def step_violations(before: Plan, after: Plan, aligned: Alignment) -> list[str]:
         if old is new:
             continue
         where = f"step {position}" + (f" (step {old.index} of the original)" if position != old.index else "")
-        found += [f"{where}: {field} {_change(getattr(old, field), getattr(new, field))}"
-                  for field in KEPT_STEP_FIELDS if getattr(old, field) != getattr(new, field)]
-        kinds = old.parsed_operation.kind, new.parsed_operation.kind
-        if kinds[0] != kinds[1]:
+        if _kept_step_fields(old) != _kept_step_fields(new):
+            found += [f"{where}: {field} {_change(getattr(old, field), getattr(new, field))}"
+                      for field in KEPT_STEP_FIELDS if getattr(old, field) != getattr(new, field)]
+        kinds = old.operation != new.operation and (old.parsed_operation.kind, new.parsed_operation.kind)
+        if kinds and kinds[0] != kinds[1]:  # one text is one kind: only a changed text is parsed
             found.append(f"{where}: operation kind {_change(*kinds)}")
-        kept_live = [value for value in new.live if value < count]
+        kept_live = new.live if max(new.live, default=-1) < count else [value for value in new.live if value < count]
         if kept_live != old.live:
             found.append(f"{where}: live set changed ({_live_difference(kept_live, old.live)})")
     return found
@@ -482,10 +491,11 @@ def gemm_class_violations(facts: PlanFacts, after: Plan) -> list[tuple[int, str]
 def _changed(before: Plan, after: Plan, members, shapes: bool = True) -> list[int]:
     """The members whose layout or class (and, with `shapes`, shape) differ; a value the rewrite left alone is the
     very same object."""
-    count, found = len(after.values), []
+    olds, news = before.values, after.values  # properties: read once, not per member
+    count, found = len(news), []
     for m in members:
-        old = before.values[m]
-        new = after.values[m] if m < count else old
+        old = olds[m]
+        new = news[m] if m < count else old
         if old is not new and (old.layout != new.layout or old.memory_class != new.memory_class
                                or (shapes and old.shape != new.shape)):
             found.append(m)
@@ -663,7 +673,7 @@ def scratch_violations(facts: PlanFacts, after: Plan, new_index: tuple[int, ...]
     for old, position in zip(before.steps, new_index):
         new = after.steps[position]
         a, b = old.scratch, new.scratch
-        if old is new or (a.standard, a.interleaved) == (b.standard, b.interleaved):
+        if old is new or a is b or (a.standard, a.interleaved) == (b.standard, b.interleaved):
             continue
         classes = _scratch_classes(a), _scratch_classes(b)
         flow = facts.flow.steps[old.index]

@@ -179,6 +179,25 @@ def test_a_repair_never_leaves_a_choice_further_over_nor_makes_a_forbidden_pick(
         assert p.usage(fixed).violation(p.limits) <= p.usage(choice).violation(p.limits)
 
 
+def test_a_repair_neighbourhood_counts_its_work_and_its_exchange_gets_what_the_excess_leaves(monkeypatch):
+    # beside busy loops a neighbourhood's wall seconds did a quarter of the work: the work is counted, not the clock
+    asked, solver_of = [], cpsat._solver_of_units
+
+    def recorded(settings, units, guard):
+        solver = solver_of(settings, units, guard)
+        asked.append((units, guard, solver))
+        return solver
+    monkeypatch.setattr(cpsat, "_solver_of_units", recorded)
+    p = next(p for p in PROBLEMS if p.limits)
+    began = time.perf_counter()
+    cpsat._least_excess(p, 9.0, 0, None)
+    (excess, guard, first), (exchange, same_guard, _) = asked
+    assert excess == pytest.approx(cpsat.EXCESS_SHARE * cpsat.REPAIR_UNITS * 9.0)
+    assert exchange == pytest.approx(cpsat.REPAIR_UNITS * 9.0 - first.response_proto.deterministic_time)
+    assert guard == same_guard == pytest.approx(began + cpsat.REPAIR_STRETCH * 9.0, abs=0.05)
+    assert first.parameters.max_deterministic_time == pytest.approx(excess)
+
+
 @pytest.mark.parametrize("p", [p for p in PROBLEMS if p.limits][:12])
 def test_a_repair_neighbourhood_is_solved_for_the_least_excess_then_the_least_exchange_there(p):
     def excess(choice) -> int:

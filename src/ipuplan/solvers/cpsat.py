@@ -23,7 +23,7 @@ from ipuplan.model.problem import FORBIDDEN, Problem, StepRow
 from ipuplan.solvers import wcsp
 from ipuplan.solvers.bounds import WindowBound, window_bound
 from ipuplan.solvers.construct import cheapest, construct, tie_bound, tie_value
-from ipuplan.solvers.deadline import part
+from ipuplan.solvers.deadline import FLOOR, part
 from ipuplan.solvers.lagrange import STALE_ROUNDS, lagrangian, least_bytes
 from ipuplan.solvers.linear import LinearRows, PairColumns, RuleRows, linear_rows, pair_columns
 from ipuplan.solvers.lns import repaired, search
@@ -418,6 +418,13 @@ def start(problem: Problem, objective: Objective, soft: bool = False, settings: 
                  windows, found[0] if found else None)
 
 
+EXCESS_SHARE = 2 / 3
+"""Of a repair neighbourhood's work (`repair_part`), the most its least excess takes: the exchange gets the rest."""
+REPAIR_UNITS, REPAIR_STRETCH = 0.9, 3.0
+"""A repair neighbourhood's work per second it is given (`repair_part`), in CP-SAT's deterministic units: what two
+workers on a quiet 2-core machine do in a second (IOPDDL K: 2.7 units in 3 s). A busy machine stretches its wall
+time, up to REPAIR_STRETCH times the seconds, rather than cut its search: K's neighbourhoods got 0.25 units a second
+beside two busy loops, and their choices cost 1.3-1.9x their inputs'."""
 WHOLE_MODEL_PAIRS = 300_000
 """Pair booleans at most for the whole model to be built and solved after the neighbourhoods (IOPDDL B: 82k, A: 2 M;
 presolve alone outlasts a minute on the latter)."""
@@ -653,9 +660,10 @@ def _least_exchange(problem: Problem, seconds: float, seed: int,
 def repair_part(problem: Problem, seconds: float, seed: int,
                 settings: SolverSettings | None = None) -> tuple[int, ...] | None:
     """A neighbourhood's problem over its limits (`lns.repaired`): the least excess over them (summed over the limits,
-    each its worst row's) within `seconds`, then the least exchange at that excess within half of them, from its input
-    choice; None when the first solve found no choice. `settings` as `solve_part`'s. Solved reduced as `solve_part`
-    (a dominated candidate has no more bytes at any row: the least excess survives)."""
+    each its worst row's) in EXCESS_SHARE of the work of `seconds` (REPAIR_UNITS), then the least exchange at that
+    excess in what that leaves of it, from its input choice; None when the first solve found no choice. `settings`
+    as `solve_part`'s. Solved reduced as `solve_part` (a dominated candidate has no more bytes at any row: the
+    least excess survives)."""
     reduced = _part_reduced(problem)
     if reduced is None:
         return _least_excess(problem, seconds, seed, settings)
@@ -666,10 +674,11 @@ def repair_part(problem: Problem, seconds: float, seed: int,
 def _least_excess(problem: Problem, seconds: float, seed: int,
                   settings: SolverSettings | None) -> tuple[int, ...] | None:
     settings = replace(settings or SolverSettings(workers=1), seed=seed, presolve=True)
+    units, guard = REPAIR_UNITS * seconds, time.perf_counter() + REPAIR_STRETCH * seconds
     lightest = build_model(problem, soft=True)
     lightest.hint(problem.input_choice)
     lightest.model.minimize(sum(lightest.over))
-    solver = _solver(settings, seconds)
+    solver = _solver_of_units(settings, EXCESS_SHARE * units, guard)
     if solver.solve(lightest.model) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     found, excess = lightest.chosen(solver), sum(solver.value(over) for over in lightest.over)
@@ -677,10 +686,17 @@ def _least_excess(problem: Problem, seconds: float, seed: int,
     lightest.model.add(sum(lightest.over) <= excess)
     lightest.hint(found)
     lightest.model.minimize(lightest.exchange)
-    solver = _solver(settings, seconds / 2)
+    solver = _solver_of_units(settings, units - solver.response_proto.deterministic_time, guard)
     if solver.solve(lightest.model) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return lightest.chosen(solver)
     return found
+
+
+def _solver_of_units(settings: SolverSettings, units: float, guard: float) -> cp_model.CpSolver:
+    """A solver that stops at `units` of CP-SAT's deterministic time, or at `guard` (a `time.perf_counter` value)."""
+    solver = _solver(settings, max(guard - time.perf_counter(), FLOOR))
+    solver.parameters.max_deterministic_time = max(units, FLOOR)
+    return solver
 
 
 def _neighbourhoods(problem: Problem, settings: SolverSettings, progress: Progress | None, begun: Start,

@@ -37,8 +37,11 @@ REPAIR_SIZE = 150
 """Groups a repair frees at the row furthest over a limit (those that can relieve it most), with as many of their
 neighbours at most. IOPDDL K's Lagrangian rounds, 5 MB to 50 GB over the limit at 12-13 G: valid at 12.2-13.9 G in
 2-9 s, where `lagrange.relieve`'s one-group moves left them over."""
-REPAIR_SECONDS = 2.0
-"""CP-SAT's time per repair neighbourhood at most for its least excess (and half of it for its least exchange)."""
+REPAIR_SECONDS = 3.0
+"""CP-SAT's time per repair neighbourhood at most, both its solves (`cpsat.repair_part`): its least excess takes a
+few tenths of a second on IOPDDL K, its least exchange at that excess what the excess leaves. Given the excess's
+2 s and half of it (what was), a neighbourhood of K kept 1.82 G and 0.82 G where the time the excess left gave the
+exchange 1.09 G and 0.73 G (its choice before: 0.93 G and 0.69 G, 0.16 GB and some bytes over the limit)."""
 REPAIR_PARTS = 6
 """Neighbourhoods one repair solves at most (K's repairs that end valid take 1-3; S's first round, 10.7 T over,
 took 20 in 21 s and stayed over)."""
@@ -161,8 +164,8 @@ def _seeds(problem: Problem, index: GroupRows, choice, tried: np.ndarray) -> np.
 
 
 PartRepair = Callable[[Problem, float, int], tuple[int, ...] | None]
-"""Solves a neighbourhood's problem from its input choice within seconds, with a seed, for the least excess over its
-limits, then the least exchange at that excess: its choice, or None when it found none (`cpsat.repair_part`)."""
+"""Solves a neighbourhood's problem from its input choice within seconds in all, with a seed, for the least excess over
+its limits, then the least exchange at that excess: its choice, or None when it found none (`cpsat.repair_part`)."""
 
 
 def repaired(problem: Problem, choice, repair_part: PartRepair, deadline: float, seed: int = 0,

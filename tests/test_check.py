@@ -7,7 +7,9 @@ from dataclasses import replace
 import pytest
 from reference import with_step, with_value
 
-from ipuplan.facts.check import MismatchKind, check, placement_problem
+from ipuplan.facts.check import MismatchKind, _value_mismatches, check, placement_problem
+from ipuplan.facts.dataflow import dataflow
+from ipuplan.facts.estimate import estimate
 from ipuplan.plan.format import ClassBytes
 from ipuplan.plan.layout import format_layout, parse_layout
 
@@ -95,3 +97,42 @@ def test_each_mismatch_says_its_kind_and_whether_a_rewrite_repairs_it(reference_
     assert not any(m.kind.structural for m in stale)  # stale numbers: the rewrite recomputes them
     assert MismatchKind.LAYOUT in {m.kind for m in broken} and MismatchKind.SCRATCH in {m.kind for m in scratch}
     assert all(m.kind.structural for m in broken + scratch if m.kind in (MismatchKind.LAYOUT, MismatchKind.SCRATCH))
+
+
+def test_values_are_named_in_their_order_whatever_each_breaks(reference_plan):
+    """Sizes stale on some values, a layout no placement on others (two of one tensor, and a third of its shape left
+    alone), both on one: each named as a value alone would be, in the values' order, sizes before layout."""
+    layout = parse_layout(reference_plan.values[3].layout)
+    wider = format_layout(replace(layout, axes=(replace(layout.axes[0], partitions=layout.axes[0].partitions + 1),
+                                                *layout.axes[1:])))
+    alike = [v.id for v in reference_plan.values if v.shape == reference_plan.values[3].shape]
+    assert len(alike) > 2
+    mutated = reference_plan
+    for value, change in [(30, {"bytes": 1}), (alike[0], {"layout": wider}), (alike[1], {"layout": wider}),
+                          (7, {"layout": wider, "shard_bytes": 2, "bytes": 3}), (1, {"aligned_bytes": 5})]:
+        mutated = with_value(mutated, value, **change)
+    expected = [m for value, sizes in zip(mutated.values, estimate(mutated).values)
+                for m in _value_mismatches(value, sizes, mutated.tile_count)]
+    named = [m for m in check(mutated) if m.kind in (MismatchKind.VALUE_BYTES, MismatchKind.LAYOUT)]
+    assert named == expected
+    assert [m.where.split(" (")[0] for m in named][:4] == ["value 1", "value 3", "value 7", "value 7"]
+    assert {m.where.split(" (")[0] for m in named} == {f"value {v}" for v in (1, *alike[:2], 7, 30)}
+
+
+def test_every_step_a_scratch_rule_binds_is_checked(reference_plan):
+    """Every step's standard scratch off by 16 at once: the steps of one result that sum over axis 0, stage a
+    conversion or have a view are named, each with the scratch its rule allows, and no other."""
+    flow = dataflow(reference_plan)
+    mutated = reference_plan
+    for step in reference_plan.steps:
+        scratch = ClassBytes(standard=step.scratch.standard + 16, interleaved=step.scratch.interleaved)
+        mutated = with_step(mutated, step.index, scratch=scratch)
+    shards, ruled = estimate(reference_plan).values, {}
+    for step, step_flow in zip(reference_plan.steps, flow.steps):
+        operation = step.parsed_operation
+        if len(step_flow.writes) == 1 and (operation.sum_axis == 0 or operation.has_view
+                                           or operation.conversion == "StageLogicalThenTransform"):
+            shard = shards[step_flow.writes[0]].shard_bytes
+            ruled[f"step {step.index}"] = f"{shard} or 0" if operation.has_view else step.scratch.standard
+    named = {m.where: m.expected for m in check(mutated) if m.kind is MismatchKind.SCRATCH}
+    assert named == ruled and len({type(e) for e in ruled.values()}) == 2

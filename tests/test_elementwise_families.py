@@ -3,15 +3,19 @@ members and roles, what holds the others, and that recognition reads the dataflo
 
 from __future__ import annotations
 
-import pytest
-from reference import with_step, with_value
+import random
 
+import pytest
+from reference import ALL_PLANS, REFERENCE, with_step, with_value
+
+from ipuplan import load_plan
 from ipuplan.facts.dataflow import dataflow
 from ipuplan.facts.elementwise_families import (
     Hold,
     Role,
     broadcast_problem,
     recognise_elementwise,
+    relaid_elementwise,
 )
 from ipuplan.plan.layout import format_layout
 
@@ -142,3 +146,112 @@ def test_names_of_parameters_do_not_matter(reference_plan):
         return tuple(k.step for k in family.kernels), family.members, family.roles, family.hold
 
     assert [key(f) for f in families_of(renamed)] == [key(f) for f in families_of(reference_plan)]
+
+
+def _relaid_alike(before, after, flow, families=None) -> tuple:
+    """`relaid_elementwise` of `after` from `before`'s families, held equal to recognising `after` afresh; returned."""
+    relaid = relaid_elementwise(before, families or recognise_elementwise(before, flow), after, flow)
+    assert relaid == recognise_elementwise(after, flow)
+    return relaid
+
+
+def _relaid_at_random(plan, seed: int, most: int):
+    """`plan` with up to `most` values given the layout of another value of their shape, as a rewrite lays them out,
+    and one in four the shape, layout and precision of another of their rank, as a split resizes a Gemm's partials."""
+    rng = random.Random(seed)
+    alike: dict[tuple, list] = {}
+    for value in plan.values:
+        alike.setdefault(tuple(value.shape), []).append(value)
+        alike.setdefault(len(value.shape), []).append(value)
+    for value in rng.sample(plan.values, rng.randint(1, most)):
+        if rng.random() < 0.25:
+            other = rng.choice(alike[len(value.shape)])
+            plan = with_value(plan, value.id, shape=other.shape, layout=other.layout, precision=other.precision)
+        else:
+            plan = with_value(plan, value.id, layout=rng.choice(alike[tuple(value.shape)]).layout)
+    return plan
+
+
+@pytest.mark.parametrize("path", ALL_PLANS, ids=lambda path: path.stem)
+def test_families_relaid_are_those_recognised_afresh(path):
+    """Layouts and shapes moved at random over every committed plan: a possible operand comes or goes, a family joins
+    or parts, a role or a hold appears or goes, and the families found from the input's are those found afresh."""
+    plan = load_plan(path)
+    flow = dataflow(plan)
+    trials = 24 if path == REFERENCE else 6
+    for seed in range(trials):
+        _relaid_alike(plan, _relaid_at_random(plan, seed, most=1 + seed * 4), flow)
+
+
+def test_families_a_relayout_leaves_alone_are_the_inputs_own(reference_plan):
+    """Value 2 (a bias of the residual stream) one replica short: its family is found again, held, and every other
+    family is the input's very object."""
+    flow = dataflow(reference_plan)
+    before = recognise_elementwise(reference_plan, flow)
+    moved = format_layout(reference_plan.values[2].parsed_layout.with_tiling((2,), (1,), 728))
+    relaid = _relaid_alike(reference_plan, with_value(reference_plan, 2, layout=moved), flow, before)
+    assert [old is new for old, new in zip(before, relaid)] == [2 not in family.members for family in before]
+    assert [family.hold.rule for family in relaid if 2 in family.members] == [Hold.PARAMETER_PLACEMENT]
+    assert relaid_elementwise(reference_plan, before, reference_plan, flow) is before
+
+
+@pytest.mark.parametrize("change", ["layout", "precision"])
+def test_a_loop_bias_laid_out_away_from_its_activation_parts_from_its_family(reference_plan, change):
+    """Bias 52 one replica short, or of another precision than the Add's result, is no possible operand of the Add at
+    step 15 any more: its family loses the bias and is held, found again as a whole."""
+    flow = dataflow(reference_plan)
+    moved = format_layout(reference_plan.values[52].parsed_layout.with_tiling((2,), (1,), 728))
+    changed = with_value(reference_plan, 52, **({"layout": moved} if change == "layout" else {"precision": "F32"}))
+    relaid = {tuple(k.step for k in f.kernels): f for f in _relaid_alike(reference_plan, changed, flow)}
+    assert relaid[(15,)].kernels[0].possible == ()
+    assert relaid[(15,)].hold.rule is Hold.OPERAND_UNKNOWN and 52 not in relaid[(15,)].members
+
+
+def test_a_kernel_whose_activation_is_laid_out_anew_finds_its_possible_operands_again(reference_plan):
+    """Activation 66 of the Add at step 15 cut in one where bias 52 is cut in two: the bias is no possible operand
+    any more. The activation's storage dropped from the step's live set, its layout alone tells the kernels apart."""
+    flow = dataflow(reference_plan)
+    before = with_step(reference_plan, 15, live=[v for v in reference_plan.steps[15].live if v != 66])
+    uncut = format_layout(reference_plan.values[66].parsed_layout.with_tiling((729, 1), (1, None), 2))
+    relaid = _relaid_alike(before, with_value(before, 66, layout=uncut), flow)
+    assert next(f for f in relaid if 15 in f.steps).kernels[0].possible == ()
+
+
+def test_a_members_shape_changed_finds_its_family_again(reference_plan):
+    """A member no rule of the dataflow reads the shape of, made 7 rows: a member of neither shape holds its family."""
+    flow = dataflow(reference_plan)
+    before = recognise_elementwise(reference_plan, flow)
+    members = {m for family in before for m in family.members}
+    unformed = min(v.id for v in reference_plan.values if v.id in members - flow.formed and len(v.shape) > 1)
+    resized = with_value(reference_plan, unformed, shape=[7, *reference_plan.values[unformed].shape[1:]])
+    relaid = _relaid_alike(reference_plan, resized, flow, before)
+    assert [old is new for old, new in zip(before, relaid)] == [unformed not in family.members for family in before]
+    assert next(f for f in relaid if unformed in f.members).hold.rule is Hold.OPERAND_SHAPE
+
+
+@pytest.mark.parametrize("change", ["operation", "live set", "root"])
+def test_plans_that_differ_in_more_than_values_relaid_are_recognised_afresh(reference_plan, change):
+    """A kernel outside a family turned one that reads its members as laid out, the storage of bias 52 (body argument
+    of 10) no longer live at its Add, the residual stream's loop result no version of it: what the families read
+    beside the values' layouts, shapes and precisions."""
+    flow = dataflow(reference_plan)
+    changed = {
+        "operation": lambda: with_step(reference_plan, 42, operation="Convert LocalKernel"),
+        "live set": lambda: with_step(reference_plan, 15, live=[v for v in reference_plan.steps[15].live if v != 10]),
+        "root": lambda: with_value(reference_plan, 97, root=97),
+    }[change]()
+    assert _relaid_alike(reference_plan, changed, flow) != recognise_elementwise(reference_plan, flow)
+
+
+@pytest.mark.parametrize("relaid", ["mended", "broken otherwise"])
+def test_a_family_held_by_its_layouts_is_judged_again(reference_plan, relaid):
+    """The residual stream held as bias 2 is one replica short: laid out as before, it is free again; bias 2 mended
+    but the stream's first result cut otherwise, it is held again, now as tiled apart."""
+    flow = dataflow(reference_plan)
+    short = format_layout(reference_plan.values[2].parsed_layout.with_tiling((2,), (1,), 728))
+    held = with_value(reference_plan, 2, layout=short)
+    after = with_value(held, 2, layout=reference_plan.values[2].layout)
+    if relaid == "broken otherwise":
+        after = with_value(after, 46, layout=reference_plan.values[98].layout)
+    (residual,) = [f for f in _relaid_alike(held, after, flow) if 5 in f.steps]
+    assert residual.hold is None if relaid == "mended" else residual.hold.rule is Hold.TILED_APART

@@ -4,17 +4,21 @@ on first use only, once; a rewrite's facts read the input's where nothing they r
 
 from __future__ import annotations
 
+import random
+from dataclasses import replace
+
 import pytest
 from reference import with_step, with_value
 
 from ipuplan.facts import plan_facts as plan_facts_module
 from ipuplan.facts.dataflow import dataflow
-from ipuplan.facts.elementwise_families import recognise_elementwise
+from ipuplan.facts.elementwise_families import recognise_elementwise, relaid_elementwise
 from ipuplan.facts.liveness import liveness
 from ipuplan.facts.plan_facts import plan_facts, rewritten_facts
 from ipuplan.plan.budgets import Budgets
+from ipuplan.plan.layout import format_layout
 from ipuplan.replan.gathers import with_gathers
-from ipuplan.replan.rewrite import apply_choice
+from ipuplan.replan.rewrite import apply_choice, with_derived_fields
 from ipuplan.space.scopes import candidate_space
 
 
@@ -91,3 +95,41 @@ def test_a_rewrite_that_changes_what_the_rules_read_is_inferred_afresh(reference
     rewritten = rewritten_facts(facts, changed)
     assert rewritten.flow.steps is not facts.flow.steps
     assert rewritten.flow == dataflow(changed, liveness(changed))
+
+
+@pytest.mark.parametrize("scope", ["storage", "kernels", "full", "program"])
+def test_a_rewrites_elementwise_families_are_those_found_afresh(facts, scope):
+    """Choices at random in every scope (the space reads the input's families first, as a run does), the plan as
+    rewritten and with its derived numbers written, as the re-check reads it."""
+    space = candidate_space(facts, scope)
+    rng = random.Random(scope)
+    for _ in range(10):
+        choice = tuple(rng.randrange(len(group.candidates)) for group in space.free)
+        applied = with_gathers(apply_choice(facts.plan, space, choice), space, choice, facts.live.born_at)
+        reused = rewritten_facts(facts, applied)
+        derived = replace(reused, plan=with_derived_fields(applied, reused.estimate))
+        assert reused.rewritten_from is not None
+        assert reused.elementwise == derived.elementwise == plan_facts(applied).elementwise
+
+
+def test_a_rewrites_elementwise_families_are_found_from_the_inputs_where_its_dataflow_is_the_inputs(
+        reference_plan, monkeypatch):
+    """Only once the input's are found, and only under the input's very dataflow (a live set changed has it found
+    afresh)."""
+    calls = []
+
+    def counted(before, families, plan, flow):
+        calls.append(plan)
+        return relaid_elementwise(before, families, plan, flow)
+
+    monkeypatch.setattr(plan_facts_module, "relaid_elementwise", counted)
+    fresh = plan_facts(reference_plan)
+    moved = format_layout(reference_plan.values[2].parsed_layout.with_tiling((2,), (1,), 728))
+    changed = with_value(reference_plan, 2, layout=moved)
+    assert rewritten_facts(fresh, changed).rewritten_from is None  # the input's not found: nothing to reuse
+    fresh.elementwise  # noqa: B018 - found now
+    relaid = rewritten_facts(fresh, changed)
+    assert relaid.elementwise == plan_facts(changed).elementwise and calls == [changed]
+    relived = with_step(reference_plan, 0, live=list(reference_plan.steps[0].live[1:]))
+    assert rewritten_facts(fresh, relived).elementwise == plan_facts(relived).elementwise
+    assert calls == [changed]

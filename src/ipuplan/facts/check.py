@@ -32,6 +32,7 @@ from ipuplan.facts.plan_exchange import sorted_unique
 from ipuplan.facts.plan_facts import PlanFacts, plan_facts
 from ipuplan.plan.format import Plan, Step, Value
 from ipuplan.plan.layout import STANDARD, Layout, padding_problem_of, parse_layout
+from ipuplan.plan.operation import parse_operation
 
 
 class MismatchKind(str, Enum):
@@ -119,6 +120,23 @@ def _value_mismatches(value: Value, expected, chip_tiles: int) -> list[Mismatch]
     return found
 
 
+def _values_mismatches(plan: Plan, result: Estimate) -> list[Mismatch]:
+    """`_value_mismatches` of every value, in order: asked once per tensor (layout and shape) found fine, after that
+    only of a value whose sizes differ (a large plan repeats a few hundred tensors over 50k values)."""
+    found: list[Mismatch] = []
+    fine: set[tuple] = set()
+    for value, expected in zip(plan.values, result.values):
+        tensor = (value.layout, tuple(value.shape))
+        if tensor in fine and _sizes(value) == _sizes(expected):
+            continue
+        problems = _value_mismatches(value, expected, plan.tile_count)
+        if problems:
+            found += problems
+        else:  # sizes alike, and no layout problem: the tensor's
+            fine.add(tensor)
+    return found
+
+
 def _where(value: Value) -> str:
     return f"value {value.id} ({value.name})"
 
@@ -127,22 +145,32 @@ def _scratch_mismatches(plan: Plan, result: Estimate, flow: Dataflow) -> list[Mi
     """Scratch rules of PLAN_FORMAT.md where the step's result is known."""
     found = []
     for step, step_flow in zip(plan.steps, flow.steps):
-        operation = step.parsed_operation
         if len(step_flow.writes) != 1:
+            continue
+        sums, stages, views = _scratch_rules(step.operation)
+        if not (sums or stages or views):
             continue
         result_shard = result.values[step_flow.writes[0]].shard_bytes
         allowed: tuple[int, ...] | None = None
-        if operation.sum_axis == 0 and len(step_flow.reads) == 1:
+        if sums and len(step_flow.reads) == 1:
             allowed = (sum_scratch(plan.values[step_flow.reads[0]].shape[0], result_shard),)
-        elif operation.conversion == "StageLogicalThenTransform":
+        elif stages:
             allowed = (result_shard,)
-        elif operation.has_view:
+        elif views:
             allowed = (result_shard, 0)
         if allowed is not None and step.scratch.standard not in allowed:
             expected = allowed[0] if len(allowed) == 1 else f"{' or '.join(map(str, allowed))}"
             found.append(Mismatch(MismatchKind.SCRATCH, f"step {step.index}", "scratch.standard", step.scratch.standard,
                                   expected))
     return found
+
+
+@lru_cache(maxsize=4096)
+def _scratch_rules(text: str) -> tuple[bool, bool, bool]:
+    """Whether an operation sums over axis 0, stages a conversion, has a view: the scratch rules it may follow, read
+    once per text (a large plan repeats a few dozen, and each reading walks the operation's terms)."""
+    operation = parse_operation(text)
+    return operation.sum_axis == 0, operation.conversion == "StageLogicalThenTransform", operation.has_view
 
 
 def _top_level_mismatches(plan: Plan, result: Estimate) -> list[Mismatch]:
@@ -403,9 +431,7 @@ def check(plan: Plan, facts: PlanFacts | None = None) -> list[Mismatch]:
     """
     facts = facts or plan_facts(plan)
     result = facts.estimate
-    found: list[Mismatch] = []
-    for value, expected in zip(plan.values, result.values):
-        found += _value_mismatches(value, expected, plan.tile_count)
+    found = _values_mismatches(plan, result)
     for step in plan.steps:
         usage = step.usage
         if usage.standard == result.standard[step.index] and usage.interleaved == result.interleaved[step.index]:

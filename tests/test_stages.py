@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from ipuplan.cli import app
 from ipuplan.facts.dataflow import dataflow
-from ipuplan.facts.elementwise_families import recognise_elementwise
+from ipuplan.facts.elementwise_families import recognise_elementwise, relaid_elementwise
 from ipuplan.facts.estimate import estimate
 from ipuplan.facts.gemm_families import recognise_families
 from ipuplan.facts.liveness import liveness
@@ -28,10 +28,12 @@ from ipuplan.workbench.explore import explore_one
 
 FACTS = {"liveness": liveness, "dataflow": dataflow, "estimate": estimate, "recognise_families": recognise_families,
          "recognise_elementwise": recognise_elementwise}
-READ_ONCE = ("liveness", "dataflow")
-"""The facts a rewritten plan takes from its input where the rewrite left what they read alone (`rewritten_facts`)."""
-STAGES = {**FACTS, "candidate_space": candidate_space, "problem_of": problem_of, "plan_from_json": plan_from_json,
-          "exact_problem": exact_problem}
+READ_ONCE = ("liveness", "dataflow", "recognise_elementwise")
+"""The facts a rewritten plan takes from its input where the rewrite left what they read alone (`rewritten_facts`;
+the element-wise families: those no relaid member touches, and here each rewrite leaves every family's possible
+operands alone, `relaid_elementwise`)."""
+STAGES = {**FACTS, "relaid_elementwise": relaid_elementwise, "candidate_space": candidate_space,
+          "problem_of": problem_of, "plan_from_json": plan_from_json, "exact_problem": exact_problem}
 TIGHT = ["--scope", "kernels", "--budget", "200000", "--interleaved-budget", "72831"]
 """No layout of the kernels scope meets these budgets (tests/test_objectives.py); the full scope's do."""
 
@@ -105,9 +107,11 @@ PATHS = {
 def test_each_stage_runs_once_per_run(path, calls, tmp_path):
     run, plans, scope, wider, exact = PATHS[path]
     run(tmp_path)
-    # the element-wise families too: the rewritten plan's re-check reads them (its element-wise rule); the liveness
-    # and the dataflow once: a rewritten plan reads the input's, as no path here changes what they read
+    # the liveness, the dataflow and the element-wise families once: a rewritten plan reads the input's (its
+    # re-check's element-wise rule finds again only the families a relaid member touches), as no path here changes
+    # what they read
     assert {name: calls[name, None] for name in FACTS} == {name: 1 if name in READ_ONCE else plans for name in FACTS}
+    assert calls["relaid_elementwise", None] == plans - 1  # every rewritten plan's families, from its input's
     assert calls["exact_problem", None] == exact
     for stage in ("candidate_space", "problem_of") if path != "report" else ("candidate_space",):
         built = {s: n for (name, s), n in calls.items() if name == stage}

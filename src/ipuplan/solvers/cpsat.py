@@ -424,7 +424,7 @@ REPAIR_UNITS, REPAIR_STRETCH = 0.9, 3.0
 """A repair neighbourhood's work per second it is given (`repair_part`), in CP-SAT's deterministic units: what two
 workers on a quiet 2-core machine do in a second (IOPDDL K: 2.7 units in 3 s). A busy machine stretches its wall
 time, up to REPAIR_STRETCH times the seconds, rather than cut its search: K's neighbourhoods got 0.25 units a second
-beside two busy loops, and their choices cost 1.3-1.9x their inputs'."""
+beside two busy loops, and the choices they repaired cost up to 1.7x their inputs'."""
 WHOLE_MODEL_PAIRS = 300_000
 """Pair booleans at most for the whole model to be built and solved after the neighbourhoods (IOPDDL B: 82k, A: 2 M;
 presolve alone outlasts a minute on the latter)."""

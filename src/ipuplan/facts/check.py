@@ -32,7 +32,6 @@ from ipuplan.facts.plan_exchange import sorted_unique
 from ipuplan.facts.plan_facts import PlanFacts, plan_facts
 from ipuplan.plan.format import Plan, Step, Value
 from ipuplan.plan.layout import STANDARD, Layout, padding_problem_of, parse_layout
-from ipuplan.plan.operation import parse_operation
 
 
 class MismatchKind(str, Enum):
@@ -147,7 +146,9 @@ def _scratch_mismatches(plan: Plan, result: Estimate, flow: Dataflow) -> list[Mi
     for step, step_flow in zip(plan.steps, flow.steps):
         if len(step_flow.writes) != 1:
             continue
-        sums, stages, views = _scratch_rules(step.operation)
+        operation = step.parsed_operation
+        sums, stages, views = (operation.sum_axis == 0, operation.conversion == "StageLogicalThenTransform",
+                               operation.has_view)
         if not (sums or stages or views):
             continue
         result_shard = result.values[step_flow.writes[0]].shard_bytes
@@ -163,14 +164,6 @@ def _scratch_mismatches(plan: Plan, result: Estimate, flow: Dataflow) -> list[Mi
             found.append(Mismatch(MismatchKind.SCRATCH, f"step {step.index}", "scratch.standard", step.scratch.standard,
                                   expected))
     return found
-
-
-@lru_cache(maxsize=4096)
-def _scratch_rules(text: str) -> tuple[bool, bool, bool]:
-    """Whether an operation sums over axis 0, stages a conversion, has a view: the scratch rules it may follow, read
-    once per text (a large plan repeats a few dozen, and each reading walks the operation's terms)."""
-    operation = parse_operation(text)
-    return operation.sum_axis == 0, operation.conversion == "StageLogicalThenTransform", operation.has_view
 
 
 def _top_level_mismatches(plan: Plan, result: Estimate) -> list[Mismatch]:

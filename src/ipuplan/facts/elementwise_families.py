@@ -257,9 +257,8 @@ _STEP_FIELDS = (attrgetter("index"), attrgetter("execution_count"), attrgetter("
 _operation = attrgetter("operation")
 
 
-@lru_cache(maxsize=4096)
 def _operation_read(text: str) -> tuple[str, bool, bool]:
-    """What the recognition reads of an operation, once per text."""
+    """What the recognition reads of an operation (each worked out once per text: `Operation`)."""
     operation = parse_operation(text)
     return operation.kind, operation.is_mover, operation.is_in_place
 

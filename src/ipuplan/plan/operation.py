@@ -8,7 +8,7 @@ are kept verbatim; `is_known` is False for them, and the optimiser freezes what 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from ipuplan.errors import SyntaxProblem
 from ipuplan.plan.debug_syntax import Atom, Call, ListTerm, Struct, Term, as_int, format_terms, int_atom, parse_terms
@@ -37,34 +37,37 @@ IN_PLACE_KINDS = frozenset({"Add", "Gelu", "Repeat"})
 
 @dataclass(frozen=True)
 class Operation:
+    """An operation's terms, and what ipuplan reads of them, each worked out once: `parse_operation` gives one object
+    per text, so a plan's steps that repeat a text share its readings (a large plan repeats a few dozen texts)."""
+
     terms: tuple[Term, ...]
 
-    @property
+    @cached_property
     def kind(self) -> str:
         head = self.terms[0]
         return head.name if isinstance(head, (Struct, Call)) else head.text
 
-    @property
+    @cached_property
     def text(self) -> str:
         return format_terms(self.terms)
 
-    @property
+    @cached_property
     def is_known(self) -> bool:
         return self.kind in KNOWN_KINDS
 
-    @property
+    @cached_property
     def conversion(self) -> str | None:
         """`LocalKernel`, `DirectRetile`, ... for `Convert X`, else None."""
         if self.kind == "Convert" and len(self.terms) == 2 and isinstance(self.terms[1], Atom):
             return self.terms[1].text
         return None
 
-    @property
+    @cached_property
     def struct(self) -> Struct | None:
         head = self.terms[0]
         return head if isinstance(head, Struct) and len(self.terms) == 1 else None
 
-    @property
+    @cached_property
     def copy_view(self) -> Term | None:
         """The `view` of a Copy's mapping (Atom('None') when there is none)."""
         struct = self.struct
@@ -73,7 +76,7 @@ class Operation:
         mapping = _field(struct, "mapping", "Copy")
         return _field(mapping, "view", "Copy mapping") if isinstance(mapping, Struct) else None
 
-    @property
+    @cached_property
     def copy_offsets(self) -> tuple[int, ...]:
         struct = self.struct
         if self.kind != "Copy" or struct is None:
@@ -82,28 +85,28 @@ class Operation:
         offsets = _field(mapping, "offsets", "Copy mapping") if isinstance(mapping, Struct) else None
         return tuple(as_int(t, "offset") for t in offsets.items) if isinstance(offsets, ListTerm) else ()
 
-    @property
+    @cached_property
     def has_view(self) -> bool:
         view = self.copy_view
         return view is not None and not (isinstance(view, Atom) and view.text == "None")
 
-    @property
+    @cached_property
     def is_mover(self) -> bool:
         """Steps that only move data: any layout of their operands is legal."""
         return self.kind == "Copy" or self.conversion in MOVER_CONVERSIONS
 
-    @property
+    @cached_property
     def is_in_place(self) -> bool:
         return self.kind in IN_PLACE_KINDS
 
-    @property
+    @cached_property
     def sum_axis(self) -> int | None:
         struct = self.struct
         if self.kind != "Sum" or struct is None:
             return None
         return as_int(_field(struct, "axis", "Sum"), "Sum axis")
 
-    @property
+    @cached_property
     def gemm_numbers(self) -> tuple[int, ...]:
         """A Gemm's fields ipuplan reads, where present: `inner_block` and `output_columns` (at least 1), and the
         element size of its `multiply` precision (the K block's granule). Raises SyntaxProblem on one it cannot read."""

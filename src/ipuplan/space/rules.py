@@ -20,9 +20,7 @@ from ipuplan.facts.estimate import aligned_bytes, sizing_key, value_bytes
 from ipuplan.facts.exchange_proxy import kept_exchange_bytes
 from ipuplan.facts.gemm_families import DerivedSplit, KernelFamily, placed_sum_scratch, sum_scratch_interleaved
 from ipuplan.facts.plan_facts import PlanFacts
-from ipuplan.plan.format import Plan
 from ipuplan.plan.layout import STANDARD, Layout, parse_layout
-from ipuplan.plan.operation import parse_operation
 from ipuplan.space.types import Candidate, Decisions, FreeGroup, Freeze, FreezeReason, FrozenGroup, LeftOut
 
 LayoutGroup = tuple[int, ...]
@@ -75,10 +73,9 @@ class Context:
 
 def context_of(facts: PlanFacts) -> Context:
     plan = facts.plan
-    known, mover = _operation_tests(plan)
     unknown: dict[int, list[int]] = defaultdict(list)
     for step in plan.steps:
-        if not known[step.operation]:
+        if not step.parsed_operation.is_known:
             for value_id in step.live:
                 unknown[value_id].append(step.index)
     unknown_of = {value.id: tuple(unknown.get(value.root, ())) for value in plan.values}
@@ -92,17 +89,9 @@ def context_of(facts: PlanFacts) -> Context:
             for value_id in kernel.possible:
                 unshown[value_id].add(kernel.step)
     live_roots = frozenset(v for v, step in enumerate(facts.live.first) if step >= 0)
-    movers = frozenset(step.index for step in plan.steps if mover[step.operation])
+    movers = frozenset(step.index for step in plan.steps if step.parsed_operation.is_mover)
     return Context(facts, layout_groups(facts), unknown_of, first,
                    {v: tuple(sorted(steps)) for v, steps in unshown.items()}, live_roots, movers)
-
-
-def _operation_tests(plan: Plan) -> tuple[dict[str, bool], dict[str, bool]]:
-    """`Operation.is_known` and `Operation.is_mover` per operation text of the plan: a large plan repeats a few dozen
-    texts over its steps, and each test of a step is a parse looked up and a property worked out."""
-    operations = {text: parse_operation(text) for text in dict.fromkeys(step.operation for step in plan.steps)}
-    return ({text: o.is_known for text, o in operations.items()},
-            {text: o.is_mover for text, o in operations.items()})
 
 
 def layout_groups(facts: PlanFacts) -> tuple[LayoutGroup, ...]:

@@ -1,14 +1,17 @@
 """The cost term of the plan's exchange (`model.exchange_cost`): the steps it prices are the steps `plan_exchange`
 prices, each at the input's candidates what the input plan sends there, and the exact costs of the input choice sum
-to the plan's own exchange, the frozen steps as the constant."""
+to the plan's own exchange, the frozen steps as the constant; priced in two processes, the same costs."""
 
 from __future__ import annotations
 
 import numpy as np
+from test_price_store import _forget
 
+from ipuplan.facts import price_store
 from ipuplan.facts.plan_exchange import plan_exchange
+from ipuplan.model import exchange_cost
 from ipuplan.model.costs import Pricing
-from ipuplan.model.exchange_cost import exact_costs, priced_steps, step_costs
+from ipuplan.model.exchange_cost import _their_share, exact_costs, priced_steps, step_costs, step_prices
 
 
 def test_every_priced_step_is_one_the_plan_prices(prepared, priced):
@@ -44,3 +47,52 @@ def test_the_input_choice_costs_the_plans_exchange_its_frozen_steps_as_the_const
     sent = {s.step: s.bytes for s in plan_exchange(facts.plan).steps}
     frozen = sum(sent[s.step] for s in priced_steps(facts, space) if s.kind == "frozen")
     assert pricing.constant == frozen and pricing.constant + varying == plan_exchange(facts.plan).total
+
+
+def _same_prices(these, those) -> bool:
+    return len(these) == len(those) and all(
+        np.array_equal(cost, other) and (differ is None) == (other_differ is None)
+        and (differ is None or np.array_equal(differ, other_differ))
+        for (cost, differ), (other, other_differ) in zip(these, those))
+
+
+def test_two_copies_price_what_one_does_a_forked_copy_pricing_about_half(prepared, forks_allowed, monkeypatch,
+                                                                        tmp_path):
+    """With two copies the steps of about half the pairs are priced in a forked copy: the same costs, in step order,
+    and what the copy kept in the store counted for the run (a count the copy alone knows)."""
+    steps = priced_steps(prepared.facts, prepared.space)
+    alive = [np.ones(len(group.candidates), dtype=bool) for group in prepared.space.free]
+    theirs = _their_share(steps, alive)
+    assert 0 < len(theirs) < len(steps)
+    monkeypatch.setenv(price_store.CACHE_VARIABLE, str(tmp_path / "one"))
+    _forget()
+    before = price_store.counts()["kept"]
+    alone = step_prices(steps, alive, copies=1)
+    kept_alone = price_store.counts()["kept"] - before
+    monkeypatch.setenv(price_store.CACHE_VARIABLE, str(tmp_path / "two"))
+    _forget()
+    copied, add_counts = [], price_store.add_counts
+    monkeypatch.setattr(price_store, "add_counts", lambda counted: (copied.append(counted), add_counts(counted)))
+    before = price_store.counts()["kept"]
+    two = step_prices(steps, alive, copies=2)
+    kept_two = price_store.counts()["kept"] - before
+    _forget()
+    assert _same_prices(two, alone)
+    assert len(copied) == 1 and 0 < copied[0]["kept"] < kept_alone  # the copy's part, counted once
+    assert kept_two >= kept_alone  # (a pair two steps share may be priced in both)
+
+
+def test_too_few_pairs_are_priced_here_alone(prepared, forks_allowed, monkeypatch):
+    steps = priced_steps(prepared.facts, prepared.space)
+    alive = [np.zeros(len(group.candidates), dtype=bool) for group in prepared.space.free]
+    for mask in alive:
+        mask[0] = True
+    asked, real = [], exchange_cost.Forked
+
+    def forked(*arguments, fork):
+        asked.append(fork)
+        return real(*arguments, fork=fork)
+
+    monkeypatch.setattr(exchange_cost, "Forked", forked)
+    assert _same_prices(step_prices(steps, alive, copies=2), step_prices(steps, alive, copies=1))
+    assert asked == [False, False]

@@ -163,6 +163,12 @@ def counts() -> dict[str, int]:
     return dict(_counted)
 
 
+def add_counts(counted: dict[str, int]) -> None:
+    """Count prices another process read and kept for this one (a forked copy that priced part of a run)."""
+    for name, count in counted.items():
+        _counted[name] += count
+
+
 _opened: dict[str, PriceStore | None] = {}
 _inherited: list[PriceStore] = []
 """Stores a forked process found open: kept, never used nor closed (SQLite's connections must not cross a fork)."""

@@ -32,9 +32,10 @@ def proxy_exchange(space: CandidateSpace) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(costs.tolist()) for costs in total)
 
 
-def exact_pricing(facts: PlanFacts, space: CandidateSpace, alive: list[np.ndarray]) -> Pricing:
-    """Every term's exact costs over the space's candidates, the `alive` ones priced."""
+def exact_pricing(facts: PlanFacts, space: CandidateSpace, alive: list[np.ndarray], copies: int = 1) -> Pricing:
+    """Every term's exact costs over the space's candidates, the `alive` ones priced (in `copies` processes where a
+    term can)."""
     pricing = Pricing.zero(tuple(len(group.candidates) for group in space.free))
     for term in COST_TERMS.values():
-        term.exact(facts, space, alive, pricing)
+        term.exact(facts, space, alive, pricing, **({"copies": copies} if term.copies else {}))
     return pricing

@@ -80,3 +80,5 @@ class CostTerm:
     name: str
     proxy: ProxyPrice
     exact: ExactPrice
+    copies: bool = False
+    """Whether `exact` takes `copies`, the processes it may price in (`model.exchange_cost.step_prices`)."""

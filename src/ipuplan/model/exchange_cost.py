@@ -13,14 +13,16 @@ input plan does (the compiler's own pair), so that the figure reported holds whi
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
 
-from ipuplan.facts import pair_exchange
+from ipuplan.facts import pair_exchange, price_store
 from ipuplan.facts.plan_exchange import INNER, OUTER, priced_kind
 from ipuplan.facts.plan_facts import PlanFacts
 from ipuplan.model.costs import CostTerm, Pricing
+from ipuplan.plan.forked import Forked
 from ipuplan.plan.operation import Operation
 from ipuplan.space.levels import gather
 from ipuplan.space.types import Candidate, CandidateSpace
@@ -158,20 +160,86 @@ def proxy_costs(space: CandidateSpace) -> list[np.ndarray]:
             for group in space.free]
 
 
-def exact_costs(facts: PlanFacts, space: CandidateSpace, alive: list[np.ndarray], pricing: Pricing) -> None:
+def exact_costs(facts: PlanFacts, space: CandidateSpace, alive: list[np.ndarray], pricing: Pricing,
+                copies: int = 1) -> None:
     """Every priced step's bytes per pair of the `alive` candidates (a view pair whose readings differ forbidden in
-    `strict`), and the bytes of the copies scope `program` inserts."""
-    everywhere = np.ones(1, dtype=bool)
-    for step in priced_steps(facts, space):
-        a, b = step.source_group, step.result_group
-        source_alive, result_alive = everywhere if a is None else alive[a], everywhere if b is None else alive[b]
-        cost = step_costs(step, source_alive, result_alive)
-        # both sides frozen: as the input writes them, whose readings are the compiler's own
-        differ = None if step.kind == "frozen" else readings_differ(step, source_alive, result_alive, cost)
-        pricing.add(a, b, cost, differ)
+    `strict`), and the bytes of the copies scope `program` inserts; in `copies` processes (`step_prices`)."""
+    steps = priced_steps(facts, space)
+    for step, (cost, differ) in zip(steps, step_prices(steps, alive, copies)):
+        pricing.add(step.source_group, step.result_group, cost, differ)
     for g, group in enumerate(space.free):
         if group.kind == gather.KIND:
             pricing.add(g, None, gathered_exchange(group.candidates))
 
 
-TERM = CostTerm("exchange", proxy_costs, exact_costs)
+FORK_PAIRS = 2_000
+"""Pairs of alive candidates from which, given two `copies`, about half of them are priced in a forked copy of the
+process: on the reference plan, pricing its 827 candidates alive at the peak cold is the run's longest stage, and a
+fork costs about 0.01 s."""
+
+Prices = list[tuple[np.ndarray, np.ndarray | None]]
+"""Per step, its `step_costs` and where its readings differ (None: both sides frozen)."""
+
+
+def step_prices(steps: list[PricedStep], alive: list[np.ndarray], copies: int = 1) -> Prices:
+    """Each step's costs and readings that differ, the same in any number of `copies`: with two and FORK_PAIRS pairs
+    or more, the steps of about half the pairs are priced in a forked copy meanwhile (`plan.forked`: made here where
+    no fork is allowed); steps that price alike go to the same process, which prices them once."""
+    theirs = _their_share(steps, alive) if copies > 1 else set()
+    with Forked(_prices_counted, [steps[k] for k in sorted(theirs)], alive, fork=bool(theirs)) as copy:
+        mine = iter(_prices([step for k, step in enumerate(steps) if k not in theirs], alive))
+        found, counted, pid = copy.result()
+    if pid != os.getpid():  # priced in the copy: what it read from the store and kept there counts for the run
+        price_store.add_counts(counted)
+    found = iter(found)
+    return [next(found) if k in theirs else next(mine) for k in range(len(steps))]
+
+
+def _their_share(steps: list[PricedStep], alive: list[np.ndarray]) -> set[int]:
+    """The steps a forked copy prices: of the steps' pricings (steps alike are one), the greatest first to whichever
+    process has fewer pairs so far (a view's twice: both readings); none below FORK_PAIRS pairs."""
+    work: dict[tuple, list[int]] = {}
+    pairs: dict[tuple, int] = {}
+    for k, step in enumerate(steps):
+        sources, results = (_alive_sides(sides, group, alive) for sides, group in
+                            ((step.sources, step.source_group), (step.results, step.result_group)))
+        key = (step.operation.text, step.element_size, step.kind == "one group", sources, results)
+        work.setdefault(key, []).append(k)
+        readings = 2 if step.operation.has_view and step.kind != "frozen" else 1  # `readings_differ` prices INNER too
+        pairs[key] = readings * (len(sources) if step.kind == "one group" else len(sources) * len(results))
+    if sum(pairs.values()) < FORK_PAIRS:
+        return set()
+    shares, theirs = [0, 0], set()
+    for key in sorted(pairs, key=lambda key: (-pairs[key], work[key][0])):
+        lighter = int(shares[1] < shares[0])
+        shares[lighter] += pairs[key]
+        if lighter:
+            theirs.update(work[key])
+    return theirs
+
+
+def _alive_sides(sides: tuple[Side, ...], group: int | None, alive: list[np.ndarray]) -> tuple[Side, ...]:
+    return sides if group is None else tuple(side for side, keep in zip(sides, alive[group].tolist()) if keep)
+
+
+def _prices(steps: list[PricedStep], alive: list[np.ndarray]) -> Prices:
+    everywhere = np.ones(1, dtype=bool)
+    found = []
+    for step in steps:
+        a, b = step.source_group, step.result_group
+        source_alive, result_alive = everywhere if a is None else alive[a], everywhere if b is None else alive[b]
+        cost = step_costs(step, source_alive, result_alive)
+        # both sides frozen: as the input writes them, whose readings are the compiler's own
+        differ = None if step.kind == "frozen" else readings_differ(step, source_alive, result_alive, cost)
+        found.append((cost, differ))
+    return found
+
+
+def _prices_counted(steps: list[PricedStep], alive: list[np.ndarray]) -> tuple[Prices, dict[str, int], int]:
+    """`_prices`, with the prices read from the store and kept in it meanwhile, and the process that priced them."""
+    before = price_store.counts()
+    found = _prices(steps, alive)
+    return found, {name: count - before[name] for name, count in price_store.counts().items()}, os.getpid()
+
+
+TERM = CostTerm("exchange", proxy_costs, exact_costs, copies=True)

@@ -364,9 +364,19 @@ a smaller plan the fork would cost more than it saves."""
 def forks(size: RunSize | None, options: OptimizeOptions) -> bool:
     """Whether a run of `size` checks a plan in a forked copy of the process (`FORK_VALUES`): it may use two
     cores (`workers`; `explore` gives each job its share) and this process has them."""
-    return (size is not None and size.values >= FORK_VALUES
-            and min(usable_cores(), options.workers or default_workers()) > 1
+    return size is not None and size.values >= FORK_VALUES and _two_cores(size, options)
+
+
+def _two_cores(size: RunSize | None, options: OptimizeOptions) -> bool:
+    """Whether a run of `size` may use two cores (`workers`) that this process has, a copy of it fitting beside it."""
+    return (size is not None and min(usable_cores(), options.workers or default_workers()) > 1
             and room_for_a_copy(size, options.memory_limit))
+
+
+def pricing_copies(prepared: Prepared) -> int:
+    """The processes a run's exact exchange may be priced in (`model.exchange_cost.step_prices`, whatever the plan's
+    size: its pairs decide): two where the run may use two cores."""
+    return 2 if _two_cores(prepared.size, prepared.options) else 1
 
 
 def _rewritten(prepared: Prepared, choice: tuple[int, ...]) -> Checking:
@@ -566,7 +576,7 @@ def exact_at(prepared: Prepared, cap: int | None, settings: SolverSettings, prog
     problem = prepared.problem
     alive = alive if alive is not None else alive_within(problem, cap)
     exact = (priced.within(alive) if priced is not None
-             else exact_problem(prepared.facts, prepared.space, problem, alive))
+             else exact_problem(prepared.facts, prepared.space, problem, alive, pricing_copies(prepared)))
     if cap is not None:  # at a peak already found: no left-out choice (the peak's own proof is done)
         capped = exact.problem.with_table(problem.table, limits=(*problem.limits, Limit("peak found", 1, 1, cap)),
                                           left_out=())

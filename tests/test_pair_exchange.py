@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
+from itertools import product
+from math import prod
 
 import numpy as np
 import pytest
 from test_plan_exchange import REDUCE, RETILE, WHOLE_COPY, _layout, _slice, _view
 
 from ipuplan.facts import pair_exchange
+from ipuplan.facts.exchange_proxy import Placement
 from ipuplan.facts.pair_exchange import matched_bytes, meeting_of, pair_bytes, run_boxes
-from ipuplan.facts.plan_exchange import INNER, OUTER, step_bytes
+from ipuplan.facts.plan_exchange import INNER, OUTER, TooLarge, replica_offsets, step_bytes
 from ipuplan.plan.layout import INTERLEAVED
 from ipuplan.plan.operation import parse_operation
 
@@ -201,3 +204,79 @@ def test_the_reference_plans_candidate_pairs_are_the_definitions_count(facts, sp
                     == step_bytes(operation, source_shape, result_shape, size, source, result)), step.index
             checked += 1
     assert checked > 150
+
+
+def test_one_element_tensors_are_held_only_where_a_side_has_them():
+    """A tensor of one element: its pieces keep a dimension, so that a tile where the other side has no piece holds
+    none of it (with none left, an empty slot counted one element held: -2 bytes)."""
+    whole = _layout([(0, 1, 1, None)])
+    sources = [whole, _layout([(0, 1, 1, None)], replicas=3), _layout([("Linear", 1, 1, None)], replicas=2)]
+    results = [_layout([(0, 1, 1, None)], replicas=2), _layout([(0, 1, 1, None)], replicas=5), whole]
+    fast, slow = _every_pair(RETILE, (1, 1), (1, 1), sources, results)
+    assert fast.tolist() == slow.tolist()
+    assert (fast >= 0).all() and fast.any()
+
+
+def _naive_held(sources, results) -> np.ndarray:
+    """`held_pairs` by its definition, piece by piece."""
+    held = np.zeros((len(sources), len(results)), dtype=np.int64)
+    for i, s in enumerate(sources):
+        for j, r in enumerate(results):
+            for t, lo, hi, w in zip(s.tiles.tolist(), s.low.T.tolist(), s.high.T.tolist(), s.weight.tolist()):
+                for u, rlo, rhi in zip(r.tiles.tolist(), r.low.T.tolist(), r.high.T.tolist()):
+                    if t == u:
+                        held[i, j] += w * prod(max(0, min(a, b) - max(c, d)) for a, b, c, d in zip(hi, rhi, lo, rlo))
+    return held
+
+
+def _random_pieces(rng: np.random.Generator, rank: int, crowded: bool, extent: int, partials: int):
+    """Boxes about `extent` wide on 6 tiles: one at most on a tile, or up to 5."""
+    count = int(rng.integers(1, 6))
+    tiles = rng.integers(0, 6, count) if crowded else rng.permutation(6)[:count]
+    low = rng.integers(0, extent, (rank, count))
+    return pair_exchange.Pieces(tiles, low, low + rng.integers(1, 2 * extent, (rank, count)),
+                                rng.integers(1, partials + 1, count))
+
+
+@pytest.mark.parametrize("extent", [3, 1 << 16])
+def test_held_pairs_of_sides_crowded_unlike_is_their_definition(extent):
+    """Sides with one piece on a tile and sides with several, weighted by partials, laid out either way (fewer
+    sources than results and the reverse); pieces of 2 ** 32 elements counted in 64 bits."""
+    rng = np.random.default_rng(7)
+    found = []
+    for rank, few, many in ((1, 2, 9), (2, 3, 7), (3, 1, 6)):
+        sides = [[_random_pieces(rng, rank, bool(rng.integers(0, 2)), extent, partials) for _ in range(count)]
+                 for count, partials in ((few, 3), (many, 1))]
+        for sources, results in (sides, sides[::-1]):
+            found.append(pair_exchange.held_pairs(sources, results))
+            assert found[-1].tolist() == _naive_held(sources, results).tolist()
+    assert all(held.any() for held in found)
+    assert max(held.max() for held in found) > (1 << 32 if extent > 3 else 0)
+
+
+def test_runs_of_every_rank_are_cut_into_boxes_that_cover_them_once():
+    rng = np.random.default_rng(3)
+    for shape in ((7,), (3, 5), (2, 3, 4), (2, 1, 3, 5)):
+        size = prod(shape)
+        start = rng.integers(0, size, 40)
+        stop = np.minimum(start + rng.integers(0, size, 40), size)
+        tiles, low, high = run_boxes(shape, np.arange(40), start, stop)
+        covered = [(t, *i) for t, lo, hi in zip(tiles.tolist(), low.tolist(), high.tolist())
+                   for i in product(*(range(a, b) for a, b in zip(lo, hi)))]
+        expected = [(t, *np.unravel_index(f, shape)) for t, (a, b) in enumerate(zip(start, stop)) for f in range(a, b)]
+        assert sorted(covered) == sorted((t, *map(int, i)) for t, *i in expected)
+        assert np.bincount(tiles, minlength=40).max() <= 2 * len(shape) - 1
+
+
+def test_a_lone_replica_is_placed_as_replica_offsets_places_it():
+    rng = random.Random(5)
+    for _ in range(2000):
+        dimensions = tuple((rng.randint(1, 9), rng.choice((1, 2, 3, 300, 5000)), rng.choice((1, 2, 7, 64, 40000)))
+                           for _ in range(rng.randint(1, 3)))
+        place = Placement(dimensions, 1, 1)
+        try:
+            expected = replica_offsets(place).tolist()
+        except TooLarge:
+            expected = None
+        found = pair_exchange._replicas(place)
+        assert (None if found is None else found.tolist()) == expected, dimensions

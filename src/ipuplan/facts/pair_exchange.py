@@ -20,14 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from itertools import product
 from math import prod
 
 import numpy as np
 
 from ipuplan.facts import price_store
-from ipuplan.facts.exchange_proxy import placement
+from ipuplan.facts.exchange_proxy import Placement, placement
 from ipuplan.facts.plan_exchange import (
     MAX_ENUMERATED,
     MAX_TILES,
@@ -46,8 +46,9 @@ from ipuplan.plan.operation import Operation
 ANY_ORDER = Atom("RowMajor")
 """The order `placed_only` gives every layout (no step's bytes depend on it)."""
 CHUNK = 1 << 16
-"""Corners compared in one numpy pass (pieces x sides laid out by tile x slots x rank): bounds its memory to what
-the caches hold (the reference plan's pricing, `held_pairs`: 0.40 s at 1 << 21, 0.35 s at 1 << 16)."""
+"""Corners compared in one numpy pass (pieces looked up x columns laid out by tile x rank): bounds its memory to
+what the caches hold (the reference plan's `held_pairs`: 0.12 s from 1 << 14 to 1 << 18; the rows of a few numbers
+this once took, 0.40 s at 1 << 21, 0.35 s at 1 << 16)."""
 
 
 @dataclass(frozen=True)
@@ -106,16 +107,18 @@ def meeting_of(operation: Operation, source_shape: tuple[int, ...], result_shape
 @dataclass(frozen=True)
 class Pieces:
     """One side of a step as disjoint boxes `[low, high)` of the common space (size-1 dimensions dropped), each on
-    its tile; `weight`: a source piece's partials held (1 for a mover), a result piece's copies wanted."""
+    its tile; `weight`: a source piece's partials held (1 for a mover), a result piece's copies wanted. The corners
+    are dimension-major, `(rank, pieces)`: numpy runs through one dimension of every piece at once several times
+    faster than through rows of a few numbers."""
 
     tiles: np.ndarray
     low: np.ndarray
     high: np.ndarray
     weight: np.ndarray
 
-    @property
+    @cached_property
     def wanted(self) -> int:
-        return int((self.weight * np.prod(self.high - self.low, axis=1)).sum())
+        return int(self.weight @ _volumes(self.low, self.high))
 
 
 @lru_cache(maxsize=8192)
@@ -126,17 +129,15 @@ def source_pieces(meeting: Meeting, shape: tuple[int, ...], layout: Layout) -> P
         return None
     tiles, low, high = boxes
     if meeting.partials:
-        weight = high[:, 0] - low[:, 0]
-        return _kept(meeting, tiles, low[:, 1:], high[:, 1:], weight)
+        return _kept(meeting, tiles, low[1:], high[1:], high[0] - low[0])
     if meeting.in_source_space:
-        low, high = _clipped(meeting, low, high)
+        low, high = _within(shape, low, high, (0,) * len(shape), meeting.valid_low, meeting.valid_high)
     elif meeting.view is not None and meeting.reading != OUTER:
         tiles, low, high = _cut_inner(meeting.view, shape, tiles, low, high)
     elif meeting.view is not None:
         tiles, low, high = _through_view(meeting.view, shape, meeting.space, tiles, low, high)
     else:
-        offsets, space = np.array(meeting.offsets, dtype=np.int64), np.array(meeting.space, dtype=np.int64)
-        low, high = np.clip(low - offsets, 0, space), np.clip(high - offsets, 0, space)
+        low, high = _within(shape, low, high, meeting.offsets, (0,) * len(shape), meeting.space)
     return _kept(meeting, tiles, low, high, np.ones(len(tiles), dtype=np.int64))
 
 
@@ -151,15 +152,32 @@ def result_pieces(meeting: Meeting, shape: tuple[int, ...], layout: Layout) -> P
     if meeting.in_source_space:
         tiles, low, high = _cut_inner(meeting.view, shape, tiles, low, high)
     else:
-        low, high = _clipped(meeting, low, high)
+        low, high = _within(shape, low, high, (0,) * len(shape), meeting.valid_low, meeting.valid_high)
     return _kept(meeting, tiles, low, high, np.full(len(tiles), max(meeting.partials, 1), dtype=np.int64))
 
 
-def _clipped(meeting: Meeting, low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Boxes cut to the region of the common space both sides have elements for."""
-    valid_low, valid_high = np.array(meeting.valid_low, dtype=np.int64), np.array(meeting.valid_high, dtype=np.int64)
-    # minimum of maximum, not np.clip: the same numbers at a third of the cost on these small arrays
-    return np.minimum(np.maximum(low, valid_low), valid_high), np.minimum(np.maximum(high, valid_low), valid_high)
+def _within(shape: tuple[int, ...], low: np.ndarray, high: np.ndarray, shift: tuple[int, ...],
+            floor: tuple[int, ...], ceiling: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Boxes of a tensor of `shape` moved back by `shift` and cut to `[floor, ceiling)`, only along the dimensions
+    where they move or may cross a bound (a box lies within `[0, shape)`)."""
+    moved = [d for d, (n, s, lo, hi) in enumerate(zip(shape, shift, floor, ceiling)) if s or lo > 0 or hi < n]
+    if not moved:
+        return low, high
+    low, high = low.copy(), high.copy()
+    for d in moved:
+        for corner in (low[d], high[d]):
+            if shift[d]:
+                corner -= shift[d]
+            np.minimum(np.maximum(corner, floor[d], out=corner), ceiling[d], out=corner)
+    return low, high
+
+
+def _volumes(low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """The elements of each box."""
+    volume = np.ones(low.shape[1], dtype=np.int64)
+    for near, far in zip(low, high):
+        volume *= far - near
+    return volume
 
 
 def _cut_inner(view: tuple[int, int, int, bool], whole: tuple[int, ...], tiles: np.ndarray, low: np.ndarray,
@@ -169,28 +187,28 @@ def _cut_inner(view: tuple[int, int, int, bool], whole: tuple[int, ...], tiles: 
     one that spans the merge axis whole is at most three (the factors whose columns start and stop alike are one
     run of the merge axis), so that a side split along the cut axis is priced at the cost of the `OUTER` reading."""
     split, merge, factor, _ = view
-    along = whole[merge]
-    full = (low[:, merge] == 0) & (high[:, merge] >= along)
-    # per box, runs [first, last) of factors: each factor alone for a box cut along merge, else the runs between
+    along, inner = whole[merge], whole[split] // factor
+    full = (low[merge] == 0) & (high[merge] >= along)
+    cut, spanning = np.flatnonzero(~full), np.flatnonzero(full)
+    # a box cut along merge is one piece per factor; one spanning it, a piece per run [f0, f1) of factors between
     # 0, low mod F, high mod F and F (over each, the columns a factor takes start and stop alike)
-    width = max(factor, 3)
-    single = np.minimum(np.arange(width + 1, dtype=np.int64), factor)[None, :]
-    cuts = np.sort(np.column_stack([np.zeros(len(tiles), dtype=np.int64), low[:, split] % factor,
-                                    high[:, split] % factor, np.full(len(tiles), factor, dtype=np.int64)]), axis=1)
-    runs = np.pad(cuts, ((0, 0), (0, width - 3)), mode="edge")
-    first = np.where(full[:, None], runs[:, :-1], single[:, :-1])
-    last = np.where(full[:, None], runs[:, 1:], single[:, 1:])
-    keep = last > first
-    box = np.repeat(np.arange(len(tiles)), keep.sum(axis=1))
-    f0, f1 = first[keep], last[keep]
-    new_low, new_high = low[box].copy(), high[box].copy()
-    inner = whole[split] // factor
-    new_low[:, split] = np.clip(-((f0 - low[box, split]) // factor), 0, inner)
-    new_high[:, split] = np.clip(-((f0 - high[box, split]) // factor), 0, inner)
-    merged = full[box]
-    new_low[:, merge] = np.where(merged, f0 * along, f0 * along + low[box, merge])
-    new_high[:, merge] = np.where(merged, f1 * along, f0 * along + high[box, merge])
-    return tiles[box], new_low, new_high
+    ends = np.sort(np.stack([low[split, spanning] % factor, high[split, spanning] % factor]), axis=0)
+    starts = np.concatenate([np.zeros((1, len(spanning)), dtype=np.int64), ends])
+    stops = np.concatenate([ends, np.full((1, len(spanning)), factor, dtype=np.int64)])
+    runs = np.flatnonzero(stops > starts)
+    found = []
+    for box, f0, f1 in ((np.repeat(cut, factor), np.tile(np.arange(factor), len(cut)), None),
+                        (spanning[runs % max(len(spanning), 1)], starts.ravel()[runs], stops.ravel()[runs])):
+        new_low, new_high = np.take(low, box, axis=1), np.take(high, box, axis=1)
+        for corner in (new_low[split], new_high[split]):
+            np.clip(-((f0 - corner) // factor), 0, inner, out=corner)
+        if f1 is not None:  # spanning the merge axis: the factors' columns one run of it
+            new_low[merge], new_high[merge] = f0 * along, f1 * along
+        else:
+            new_low[merge] += f0 * along
+            new_high[merge] += f0 * along
+        found.append((tiles[box], new_low, new_high))
+    return tuple(np.concatenate(parts, axis=-1) for parts in zip(*found))
 
 
 def alike_sides(operation: Operation, sides: tuple[tuple[tuple[int, ...], Layout], ...], source: bool) -> np.ndarray:
@@ -221,82 +239,111 @@ def reads_alike(operation: Operation, shape: tuple[int, ...], layout: Layout, so
     _, low, high = boxes
     split, merge, _, reverse = view
     spanned = [split] if source != reverse else [split, merge]
-    return bool(all((low[:, d] == 0).all() and (high[:, d] >= shape[d]).all() for d in spanned))
+    return bool(all((low[d] == 0).all() and (high[d] >= shape[d]).all() for d in spanned))
 
 
 def _kept(meeting: Meeting, tiles: np.ndarray, low: np.ndarray, high: np.ndarray, weight: np.ndarray) -> Pieces:
     """The non-empty pieces, the common space's size-1 dimensions dropped (a piece spans them whole)."""
-    keep = (high > low).all(axis=1) & (weight > 0)
+    keep = weight > 0
+    for near, far in zip(low, high):
+        keep &= far > near
     wide = [d for d, n in enumerate(meeting.space) if n > 1]
-    if len(wide) < len(meeting.space):
-        low, high = low[:, wide], high[:, wide]
+    if not wide:  # one element: a dimension [0, 1) kept, so that a tile's empty slot (`_ByTile`) holds none of it
+        low, high = np.zeros((1, len(tiles)), dtype=np.int64), np.ones((1, len(tiles)), dtype=np.int64)
+    elif len(wide) < len(meeting.space):
+        low, high = low[wide], high[wide]
     if keep.all():
         return Pieces(tiles, low, high, weight)
-    return Pieces(tiles[keep], low[keep], high[keep], weight[keep])
+    at = np.flatnonzero(keep)
+    return Pieces(tiles[at], np.take(low, at, axis=1), np.take(high, at, axis=1), weight[at])
 
 
 @lru_cache(maxsize=8192)
 def _own_boxes(shape: tuple[int, ...], layout: Layout) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(tile, low corner, high corner) of every piece of every replica in the tensor's own coordinates: an axis
-    tiling's shards, a `Linear` tiling's runs cut into boxes; None past MAX_TILES or with two shards on a tile."""
+    """(tile, low corner, high corner) of every piece of every replica in the tensor's own coordinates (the corners
+    dimension-major, as `Pieces`'): an axis tiling's shards, a `Linear` tiling's runs cut into boxes; None past
+    MAX_TILES or with two shards on a tile."""
     flat = any(axis.axis.kind == "Linear" for axis in layout.axes)
-    place = placement((prod(shape),), flattened(layout)) if flat else placement(shape, layout)
+    size = (prod(shape),) if flat else shape
+    place = placement(size, flattened(layout) if flat else layout)
     if place is None:
         return None
-    try:
-        replicas = replica_offsets(place)
-    except TooLarge:
+    replicas = _replicas(place)
+    if replicas is None or prod(parts for _, parts, _ in place.dimensions) * len(replicas) > MAX_TILES:
         return None
-    parts = prod(parts for _, parts, _ in place.dimensions)
-    if parts * len(replicas) > MAX_TILES:
-        return None
-    index = np.indices([parts for _, parts, _ in place.dimensions], dtype=np.int64).reshape(len(place.dimensions), -1).T
-    extent = np.array([e for e, _, _ in place.dimensions], dtype=np.int64)
-    size = np.array([n for n in ((prod(shape),) if flat else shape)], dtype=np.int64)
-    low = np.minimum(index * extent, size)
-    high = np.minimum(low + extent, size)
-    tiles = ((index @ np.array([s for _, _, s in place.dimensions], dtype=np.int64))[None, :]
+    index = np.indices([parts for _, parts, _ in place.dimensions], dtype=np.int64).reshape(len(size), -1)
+    tiles = (sum(row * stride for row, (_, _, stride) in zip(index, place.dimensions))[None, :]
              + replicas[:, None]).ravel()
     if np.bincount(tiles).max(initial=0) > 1:
         return None
-    low, high = np.tile(low, (len(replicas), 1)), np.tile(high, (len(replicas), 1))
-    boxes = (tiles, low, high) if not flat else run_boxes(shape, tiles, low[:, 0], high[:, 0])
+    low = np.tile(np.minimum(index * np.array([[extent] for extent, _, _ in place.dimensions]),
+                             np.array(size)[:, None]), len(replicas))
+    high = np.minimum(low + np.array([[extent] for extent, _, _ in place.dimensions]), np.array(size)[:, None])
+    boxes = _run_boxes(shape, tiles, low[0], high[0]) if flat else (tiles, low, high)
     for array in boxes:  # cached: shared by every step and reading that meets this layout
         array.flags.writeable = False
     return boxes
 
 
+def _replicas(place: Placement) -> np.ndarray | None:
+    """`replica_offsets`, None where it is too large; a lone replica at 0 without looking for gaps in its pattern
+    (most layouts have one: a sixth of the cost of `_own_boxes`)."""
+    if place.replicas == 1:
+        span = 1 + sum((parts - 1) * stride for _, parts, stride in place.dimensions)
+        return _AT_ZERO if max(span, prod(parts for _, parts, _ in place.dimensions)) <= MAX_TILES else None
+    try:
+        return replica_offsets(place)
+    except TooLarge:
+        return None
+
+
+_AT_ZERO = np.zeros(1, dtype=np.int64)
+_AT_ZERO.flags.writeable = False
+
+
 def run_boxes(shape: tuple[int, ...], tiles: np.ndarray, start: np.ndarray,
               stop: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Runs `[start, stop)` of `shape`'s row-major order as boxes (at most `2 x rank - 1` each), with their tiles:
-    the part of a run in its first slab of dimension 0, the whole slabs, the part in its last slab, the partial
-    slabs cut the same way along the next dimension.
+    """Runs `[start, stop)` of `shape`'s row-major order as boxes (at most `2 x rank - 1` each, a row each), with
+    their tiles.
 
     >>> run_boxes((2, 3), np.array([7]), np.array([1]), np.array([5]))[1:]
     (array([[0, 1],
            [1, 0]]), array([[1, 3],
            [2, 2]]))
     """
-    if len(shape) == 1:
-        keep = stop > start
-        return tiles[keep], start[keep, None], stop[keep, None]
-    inner = prod(shape[1:])
-    first, last = -(-start // inner), stop // inner
-    found = []
-    whole = last > first
-    found.append((tiles[whole], first[whole], last[whole], np.zeros((whole.sum(), len(shape) - 1), dtype=np.int64),
-                  np.tile(np.array(shape[1:], dtype=np.int64), (whole.sum(), 1))))
-    slab = start // inner
-    head = (start % inner > 0) & (start < stop)
-    tail = (stop % inner > 0) & (last >= first) & (start < stop)
-    for mask, at, begin, end in ((head, slab, start - slab * inner,
-                                  np.minimum(stop, (slab + 1) * inner) - slab * inner),
-                                 (tail, last, np.zeros_like(stop), stop - last * inner)):
-        sub_tiles, sub_low, sub_high = run_boxes(shape[1:], np.flatnonzero(mask), begin[mask], end[mask])
-        found.append((tiles[sub_tiles], at[sub_tiles], at[sub_tiles] + 1, sub_low, sub_high))
-    return (np.concatenate([t for t, *_ in found]),
-            np.concatenate([np.column_stack([lo0, lo]) for _, lo0, _, lo, _ in found]),
-            np.concatenate([np.column_stack([hi0, hi]) for _, _, hi0, _, hi in found]))
+    tiles, low, high = _run_boxes(shape, tiles, start, stop)
+    return tiles, low.T, high.T
+
+
+def _run_boxes(shape: tuple[int, ...], tiles: np.ndarray, start: np.ndarray,
+               stop: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`run_boxes`, the corners dimension-major. With `unit[d]` the elements of one index of dimension `d` and
+    `up[d]`, `down[d]` a run's ends rounded inward to whole units of `d`: at the first `d` whose units the run has a
+    whole one of, the box `[up[d], down[d])`; below it, a head `[up[d], up[d - 1])` and a tail
+    `[down[d - 1], down[d])`. Each is a box of whole units of its `level` within one unit of `level - 1`."""
+    rank = len(shape)
+    unit = [prod(shape[d + 1:]) for d in range(rank)]
+    up = np.stack([-(-start // n) * n for n in unit])
+    down = np.stack([stop // n * n for n in unit])
+    whole = up[:-1] <= down[:-1]  # the run has a whole unit of d (below it, heads and tails)
+    # per segment (the middles of every level, the heads, the tails) and run, its ends and whether it is kept
+    begin, end = np.concatenate([up, up[1:], down[:-1]]), np.concatenate([down, up[:-1], down[1:]])
+    kept = end > begin
+    kept[1:rank] &= ~whole
+    kept[rank:] &= np.concatenate([whole, whole])
+    at = np.flatnonzero(kept)
+    counts = kept.sum(axis=1)
+    level = np.repeat([*range(rank), *range(1, rank), *range(1, rank)], counts)
+    run = at - np.repeat(np.arange(len(counts)) * len(start), counts)
+    begin, end = np.take(begin, at), np.take(end, at)
+    low, high = np.empty((rank, len(at)), dtype=np.int64), np.empty((rank, len(at)), dtype=np.int64)
+    outer = 0  # the index of the unit of d - 1 a box is in, counted from the tensor's start
+    for d in range(rank):  # above `level` one index, at it the box's units, below it whole
+        index = begin // unit[d]
+        low[d] = np.where(level >= d, index - outer * shape[d], 0)
+        high[d] = np.where(level > d, low[d] + 1, np.where(level == d, end // unit[d] - outer * shape[d], shape[d]))
+        outer = index
+    return tiles[run], low, high
 
 
 def _through_view(view: tuple[int, int, int, bool], shape: tuple[int, ...], space: tuple[int, ...], tiles: np.ndarray,
@@ -309,21 +356,22 @@ def _through_view(view: tuple[int, int, int, bool], shape: tuple[int, ...], spac
     split, merge, factor, reverse = view
     if not reverse:
         inner, along = shape[split] // factor, shape[merge]
-        full = (low[:, merge] == 0) & (high[:, merge] >= along)
-        box, f0, f1 = _factor_runs(low[:, split], high[:, split], inner, factor, full)
-        new_low, new_high = low[box].copy(), high[box].copy()
-        new_low[:, split] = np.clip(low[box, split] - f0 * inner, 0, inner)
-        new_high[:, split] = np.clip(high[box, split] - f0 * inner, 0, inner)
-        new_low[:, merge], new_high[:, merge] = f0 * along + low[box, merge], (f1 - 1) * along + high[box, merge]
+        full = (low[merge] == 0) & (high[merge] >= along)
+        box, f0, f1 = _factor_runs(low[split], high[split], inner, factor, full)
+        new_low, new_high = np.take(low, box, axis=1), np.take(high, box, axis=1)
+        new_low[split] = np.clip(new_low[split] - f0 * inner, 0, inner)
+        new_high[split] = np.clip(new_high[split] - f0 * inner, 0, inner)
+        new_low[merge] += f0 * along
+        new_high[merge] += (f1 - 1) * along
     else:
         inner, along = space[split] // factor, space[merge]
-        full = (low[:, split] == 0) & (high[:, split] >= inner)
-        box, f0, f1 = _factor_runs(low[:, merge], high[:, merge], along, factor, full)
-        new_low, new_high = low[box].copy(), high[box].copy()
-        new_low[:, merge] = np.clip(low[box, merge] - f0 * along, 0, along)
-        new_high[:, merge] = np.clip(high[box, merge] - f0 * along, 0, along)
-        new_low[:, split] = f0 * inner + np.minimum(low[box, split], inner)
-        new_high[:, split] = (f1 - 1) * inner + np.minimum(high[box, split], inner)
+        full = (low[split] == 0) & (high[split] >= inner)
+        box, f0, f1 = _factor_runs(low[merge], high[merge], along, factor, full)
+        new_low, new_high = np.take(low, box, axis=1), np.take(high, box, axis=1)
+        new_low[merge] = np.clip(new_low[merge] - f0 * along, 0, along)
+        new_high[merge] = np.clip(new_high[merge] - f0 * along, 0, along)
+        new_low[split] = f0 * inner + np.minimum(new_low[split], inner)
+        new_high[split] = (f1 - 1) * inner + np.minimum(new_high[split], inner)
     return tiles[box], new_low, new_high
 
 
@@ -391,10 +439,8 @@ def _priced_matched(operation: Operation, source_shape: tuple[int, ...], result_
     found = np.zeros(len(pairs), dtype=np.int64)
     if closed:
         wanted = np.array([receiving[k].wanted for k in closed], dtype=np.int64)
-        laid = _ByTile.of([receiving[k] for k in closed], weighted=False)
-        held = [_held_by_tile(_ByTile(laid.low[:, n:n + 1], laid.high[:, n:n + 1], None), [sending[k]])[0, 0]
-                for n, k in enumerate(closed)]  # each source against its own result only
-        found[closed] = (wanted - np.array(held, dtype=np.int64)) * element_size
+        held = _held_matched([sending[k] for k in closed], [receiving[k] for k in closed])
+        found[closed] = (wanted - held) * element_size
     for k, (source, result) in enumerate(pairs):
         if sending[k] is None or receiving[k] is None:
             sent = step_bytes(operation, source_shape, result_shape, element_size, source, result, reading)
@@ -479,65 +525,112 @@ def _priced_pairs(operation: Operation, source_shape: tuple[int, ...], result_sh
 def held_pairs(sources: list[Pieces], results: list[Pieces]) -> np.ndarray:
     """Per (source, result), the wanted (element, tile) pairs the source already holds there: every source piece
     against every result piece on its tile, intersected, weighted by the source's partials. One side is laid out by
-    tile (`_ByTile`: the side with fewer pieces on a tile), the other's pieces are looked up in it, a chunk at a
-    time."""
-    source_slots = max(int(np.bincount(s.tiles).max(initial=0)) for s in sources)
-    result_slots = max(int(np.bincount(r.tiles).max(initial=0)) for r in results)
-    if source_slots * len(sources) * sum(len(r.tiles) for r in results) < result_slots * len(results) * sum(
+    tile (`_ByTile`: the side whose columns times the other's pieces are fewer), the other's pieces are looked up in
+    it, a chunk at a time."""
+    tiles = 1 + max(int(side.tiles.max(initial=0)) for side in (*sources, *results))
+    source_slots, result_slots = _slots(sources, tiles), _slots(results, tiles)
+    if source_slots.sum() * sum(len(r.tiles) for r in results) < result_slots.sum() * sum(
             len(s.tiles) for s in sources):
-        return _held_by_tile(_ByTile.of(sources, weighted=True), [replace(r, weight=np.ones_like(r.weight))
-                                                                   for r in results]).T
-    return _held_by_tile(_ByTile.of(results, weighted=False), sources)
+        return _held_by_tile(_ByTile.of(sources, source_slots, tiles, weighted=True), results, weighted=False).T
+    return _held_by_tile(_ByTile.of(results, result_slots, tiles, weighted=False), sources, weighted=True)
+
+
+def _held_matched(sources: list[Pieces], results: list[Pieces]) -> np.ndarray:
+    """Per k, `held_pairs` of `sources[k]` and `results[k]` alone, in one pass: pair k's tiles moved to
+    `k x tiles + tile`, apart from every other pair's, its results laid out as one side."""
+    tiles = 1 + max(int(side.tiles.max(initial=0)) for side in (*sources, *results))
+    moved = [(replace(s, tiles=s.tiles + k * tiles), replace(r, tiles=r.tiles + k * tiles))
+             for k, (s, r) in enumerate(zip(sources, results))]
+    laid = [Pieces(*(np.concatenate([getattr(r, name) for _, r in moved], axis=-1)
+                     for name in ("tiles", "low", "high", "weight")))]
+    return _held_by_tile(_ByTile.of(laid, _slots(laid, tiles * len(moved)), tiles * len(moved), weighted=False),
+                         [s for s, _ in moved], weighted=True)[:, 0]
+
+
+def _joined(sides: list[Pieces]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The tiles, corners (as 32-bit numbers: half the memory to read) and weights of the pieces of `sides` in a
+    row."""
+    return (np.concatenate([side.tiles for side in sides]),
+            np.concatenate([side.low for side in sides], axis=1, dtype=np.int32, casting="same_kind"),
+            np.concatenate([side.high for side in sides], axis=1, dtype=np.int32, casting="same_kind"),
+            np.concatenate([side.weight for side in sides]))
+
+
+def _slots(sides: list[Pieces], tiles: int) -> np.ndarray:
+    """Per side, the most pieces it has on one tile (at least 1: an empty side keeps its column)."""
+    key = np.concatenate([side.tiles + k * tiles for k, side in enumerate(sides)])
+    return np.maximum(np.bincount(key, minlength=len(sides) * tiles).reshape(len(sides), tiles).max(axis=1), 1)
 
 
 @dataclass(frozen=True)
 class _ByTile:
-    """Sides laid out by tile (tile-major, so that the sides of one tile are read together): per tile, side and slot
-    (a side's pieces on one tile), the corners (empty where a side has fewer pieces there) and, for sources, the
-    partials held (None for results: each piece wanted once per partial is counted by `Pieces.wanted`)."""
+    """Sides laid out by tile: per dimension, tile and column (a side's slots, as many as it has pieces on its most
+    crowded tile, from `starts[side]` on), the corners (empty where a side has fewer pieces there) and, for sources,
+    the partials held (None for results, and where every piece holds one: each piece wanted once per partial is
+    counted by `Pieces.wanted`). Dimension-major: a dimension's corners of the pieces looked up are then one
+    contiguous block, which numpy's loops run through several times faster than rows of a few numbers."""
 
     low: np.ndarray
     high: np.ndarray
     weight: np.ndarray | None
+    starts: np.ndarray
 
     @classmethod
-    def of(cls, sides: list[Pieces], weighted: bool) -> _ByTile:
-        tiles = 1 + max(int(side.tiles.max(initial=0)) for side in sides)
-        slots = max(int(np.bincount(side.tiles).max(initial=0)) for side in sides)
-        rank = sides[0].low.shape[1]
-        low = np.zeros((tiles, len(sides), slots, rank), dtype=np.int32)
-        high = np.zeros_like(low)
-        weight = np.zeros((tiles, len(sides), slots), dtype=np.int64) if weighted else None
-        for k, side in enumerate(sides):
-            order = np.argsort(side.tiles, kind="stable")
-            at = side.tiles[order]
-            slot = np.arange(len(at)) - np.searchsorted(at, at, "left")
-            low[at, k, slot], high[at, k, slot] = side.low[order], side.high[order]
-            if weight is not None:
-                weight[at, k, slot] = side.weight[order]
-        return cls(low, high, weight)
+    def of(cls, sides: list[Pieces], slots: np.ndarray, tiles: int, weighted: bool) -> _ByTile:
+        starts = np.cumsum(slots) - slots
+        at, low, high, weight = _joined(sides)
+        side = np.repeat(np.arange(len(sides)), [len(side.tiles) for side in sides])
+        column = starts[side] + (_slot(side * tiles + at) if (slots > 1).any() else 0)
+        cell = at * int(slots.sum()) + column
+        laid = np.zeros((2, len(low), tiles, int(slots.sum())), dtype=np.int32)
+        for d in range(len(low)):
+            laid[0, d].put(cell, low[d])
+            laid[1, d].put(cell, high[d])
+        held = None
+        if weighted and (weight != 1).any():
+            held = np.zeros(laid.shape[2:], dtype=np.int64)
+            held.put(cell, weight)
+        return cls(laid[0], laid[1], held, starts)
 
 
-def _held_by_tile(laid: _ByTile, others: list[Pieces]) -> np.ndarray:
-    """`held_pairs` with one side `laid` out by tile, the `others` looked up in it: per other side and laid side,
-    the held pairs (weighted by the partials of whichever side is the source)."""
-    tiles, sides, slots, rank = laid.low.shape
-    held = np.zeros((len(others), sides), dtype=np.int64)
-    step = max(1, CHUNK // max(1, sides * slots * max(rank, 1)))
-    for o, other in enumerate(others):
-        on = other.tiles < tiles
-        at, low, high, weight = other.tiles[on], other.low[on], other.high[on], other.weight[on]
-        for a in range(0, len(at), step):
-            picked = at[a:a + step]
-            near, far = laid.low[picked], laid.high[picked]
-            np.minimum(far, high[a:a + step, None, None, :].astype(np.int32), out=far)
-            np.maximum(near, low[a:a + step, None, None, :].astype(np.int32), out=near)
-            np.subtract(far, near, out=far)
-            np.maximum(far, 0, out=far)
-            count = np.ones(far.shape[:3], dtype=np.int64)
-            for d in range(rank):
-                count *= far[..., d]
-            if laid.weight is not None:
-                count *= laid.weight[picked]
-            held[o] += weight[a:a + step] @ count.sum(axis=2)
-    return held
+def _slot(key: np.ndarray) -> np.ndarray:
+    """Per item, how many items before it have its key."""
+    order = np.argsort(key, kind="stable")
+    ordered = key[order]
+    slot = np.empty_like(order)
+    slot[order] = np.arange(len(ordered)) - np.searchsorted(ordered, ordered, "left")
+    return slot
+
+
+def _held_by_tile(laid: _ByTile, others: list[Pieces], weighted: bool) -> np.ndarray:
+    """`held_pairs` with one side `laid` out by tile, the `others` looked up in it, all others' pieces in a row a
+    chunk at a time: per other side and laid side, the held pairs (weighted by the partials of whichever side is the
+    source: the others' own where `weighted`)."""
+    rank, _, columns = laid.low.shape
+    at, low, high, weight = _joined(others)
+    owner = np.repeat(np.arange(len(others)), [len(other.tiles) for other in others])
+    if not weighted or (weight == 1).all():
+        weight = None
+    # a product of extents in 32 bits where no piece looked up is as large as 2 ** 31 elements (the held part of
+    # one is at most the whole): a third less time than in 64
+    wide = prod(int((high[d] - low[d]).max(initial=0)) for d in range(rank)) >= 1 << 31
+    held = np.zeros((len(others), columns), dtype=np.int64)
+    step = max(1, CHUNK // max(1, columns * rank))
+    for a in range(0, len(at), step):
+        picked = at[a:a + step]
+        near, far = np.take(laid.low, picked, axis=1), np.take(laid.high, picked, axis=1)
+        np.minimum(far, high[:, a:a + step, None], out=far)
+        np.maximum(near, low[:, a:a + step, None], out=near)
+        np.subtract(far, near, out=far)
+        np.maximum(far, 0, out=far)
+        count = far[0].astype(np.int64) if wide else far[0]
+        for d in range(1, rank):
+            np.multiply(count, far[d], out=count)
+        if laid.weight is not None:
+            count = count * np.take(laid.weight, picked, axis=0)
+        if weight is not None:
+            count = count * weight[a:a + step, None]
+        mine = owner[a:a + step]
+        first = np.flatnonzero(np.concatenate(([True], mine[1:] != mine[:-1])))
+        held[mine[first]] += np.add.reduceat(count, first, axis=0, dtype=np.int64)
+    return np.add.reduceat(held, laid.starts, axis=1)

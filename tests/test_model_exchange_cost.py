@@ -59,7 +59,8 @@ def _same_prices(these, those) -> bool:
 def test_two_copies_price_what_one_does_a_forked_copy_pricing_about_half(prepared, forks_allowed, monkeypatch,
                                                                         tmp_path):
     """With two copies the steps of about half the pairs are priced in a forked copy: the same costs, in step order,
-    and what the copy kept in the store counted for the run (a count the copy alone knows)."""
+    and what the copy kept in the store counted for the run (a count the copy alone knows); none where an earlier
+    run kept the prices."""
     steps = priced_steps(prepared.facts, prepared.space)
     alive = [np.ones(len(group.candidates), dtype=bool) for group in prepared.space.free]
     theirs = _their_share(steps, alive)
@@ -69,8 +70,12 @@ def test_two_copies_price_what_one_does_a_forked_copy_pricing_about_half(prepare
     before = price_store.counts()["kept"]
     alone = step_prices(steps, alive, copies=1)
     kept_alone = price_store.counts()["kept"] - before
+    before = price_store.counts()
+    assert not _their_share(steps, alive)  # priced by an earlier run: read here, faster than a copy answers
+    assert price_store.counts() == before  # asking the store is not reading its prices
     monkeypatch.setenv(price_store.CACHE_VARIABLE, str(tmp_path / "two"))
     _forget()
+    assert _their_share(steps, alive) == theirs
     copied, add_counts = [], price_store.add_counts
     monkeypatch.setattr(price_store, "add_counts", lambda counted: (copied.append(counted), add_counts(counted)))
     before = price_store.counts()["kept"]

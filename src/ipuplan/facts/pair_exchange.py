@@ -405,6 +405,14 @@ def pair_bytes(operation: Operation, source_shape: tuple[int, ...], result_shape
     return distinct[np.ix_(source_index, result_index)]
 
 
+def pairs_kept(operation: Operation, source_shape: tuple[int, ...], result_shape: tuple[int, ...], element_size: int,
+               sources: tuple[Layout, ...], results: tuple[Layout, ...], reading: str = OUTER) -> bool:
+    """Whether the price store keeps `pair_bytes` of every pair of these layouts (a plan priced by an earlier run)."""
+    step = price_store.step_key(operation.text, source_shape, result_shape, element_size, reading)
+    source_keys, result_keys = (map(price_store.layout_key, _placements(side)[0]) for side in (sources, results))
+    return price_store.keeps_all(step, list(product(source_keys, result_keys)))
+
+
 def matched_bytes(operation: Operation, source_shape: tuple[int, ...], result_shape: tuple[int, ...],
                   element_size: int, sources: tuple[Layout, ...], results: tuple[Layout, ...],
                   reading: str = OUTER) -> np.ndarray:

@@ -223,6 +223,14 @@ def prices_of(step: int, pairs: list[tuple[int, int]]) -> list[int] | None:
     return found
 
 
+def keeps_all(step: int, pairs: list[tuple[int, int]]) -> bool:
+    """Whether the store keeps a price for every pair (source key, result key) of `step` (none counted as read: a
+    question about the store, not a use of its prices)."""
+    store = opened()
+    known = None if store is None else _known(store, step)
+    return known is not None and all(pair in known for pair in pairs)
+
+
 def kept_or_priced(step: int, keys: list[tuple[int, int]], price: Callable[[list[int]], Sequence[int]]) -> np.ndarray:
     """Per key (source key, result key) of `step`, its kept price; the others priced by `price(their positions)` and
     kept (every key priced so where no store is open)."""

@@ -197,7 +197,8 @@ def step_prices(steps: list[PricedStep], alive: list[np.ndarray], copies: int = 
 
 def _their_share(steps: list[PricedStep], alive: list[np.ndarray]) -> set[int]:
     """The steps a forked copy prices: of the steps' pricings (steps alike are one), the greatest first to whichever
-    process has fewer pairs so far (a view's twice: both readings); none below FORK_PAIRS pairs."""
+    process has fewer pairs so far (a view's twice: both readings); none below FORK_PAIRS pairs, or where the store
+    keeps the prices already (`_kept_before`)."""
     work: dict[tuple, list[int]] = {}
     pairs: dict[tuple, int] = {}
     for k, step in enumerate(steps):
@@ -207,7 +208,7 @@ def _their_share(steps: list[PricedStep], alive: list[np.ndarray]) -> set[int]:
         work.setdefault(key, []).append(k)
         readings = 2 if step.operation.has_view and step.kind != "frozen" else 1  # `readings_differ` prices INNER too
         pairs[key] = readings * (len(sources) if step.kind == "one group" else len(sources) * len(results))
-    if sum(pairs.values()) < FORK_PAIRS:
+    if sum(pairs.values()) < FORK_PAIRS or _kept_before(steps, alive, [work[key][0] for key in pairs]):
         return set()
     shares, theirs = [0, 0], set()
     for key in sorted(pairs, key=lambda key: (-pairs[key], work[key][0])):
@@ -216,6 +217,23 @@ def _their_share(steps: list[PricedStep], alive: list[np.ndarray]) -> set[int]:
         if lighter:
             theirs.update(work[key])
     return theirs
+
+
+def _kept_before(steps: list[PricedStep], alive: list[np.ndarray], firsts: list[int]) -> bool:
+    """Whether the price store keeps every price of the greatest pricing of two sides among `firsts` (a plan priced
+    by an earlier run: its prices are read faster than a copy is forked and answers)."""
+    sizes = {k: len(steps[k].sources) * len(steps[k].results) for k in firsts if steps[k].kind in ("two groups",
+                                                                                                  "one free")}
+    if not sizes:
+        return False
+    step = steps[max(sizes, key=lambda k: (sizes[k], -k))]
+    source_alive, result_alive = (np.ones(1, dtype=bool) if g is None else alive[g]
+                                  for g in (step.source_group, step.result_group))
+    return all(pair_exchange.pairs_kept(step.operation, source_shape, result_shape, step.element_size,
+                                        tuple(step.sources[i][1] for i in rows),
+                                        tuple(step.results[j][1] for j in columns))
+               for source_shape, rows in _by_shape(step.sources, source_alive).items()
+               for result_shape, columns in _by_shape(step.results, result_alive).items())
 
 
 def _alive_sides(sides: tuple[Side, ...], group: int | None, alive: list[np.ndarray]) -> tuple[Side, ...]:

@@ -4,6 +4,8 @@ to the plan's own exchange, the frozen steps as the constant; priced in two proc
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 from test_price_store import _forget
 
@@ -12,6 +14,7 @@ from ipuplan.facts.plan_exchange import plan_exchange
 from ipuplan.model import exchange_cost
 from ipuplan.model.costs import Pricing
 from ipuplan.model.exchange_cost import _their_share, exact_costs, priced_steps, step_costs, step_prices
+from ipuplan.plan.forked import in_a_copy
 
 
 def test_every_priced_step_is_one_the_plan_prices(prepared, priced):
@@ -56,19 +59,29 @@ def _same_prices(these, those) -> bool:
         for (cost, differ), (other, other_differ) in zip(these, those))
 
 
-def test_two_copies_price_what_one_does_a_forked_copy_pricing_about_half(prepared, forks_allowed, monkeypatch,
-                                                                        tmp_path):
-    """With two copies the steps of about half the pairs are priced in a forked copy: the same costs, in step order,
-    and what the copy kept in the store counted for the run (a count the copy alone knows); none where an earlier
-    run kept the prices."""
+def _some_alive(space, seed: int) -> list[np.ndarray]:
+    """About two candidates in three alive, one at least in each group."""
+    rng = np.random.default_rng(seed)
+    alive = [rng.random(len(group.candidates)) < 0.7 for group in space.free]
+    for mask in alive:
+        mask[rng.integers(len(mask))] = True
+    return alive
+
+
+def test_two_processes_price_what_one_does_a_forked_copy_pricing_about_half(prepared, forks_allowed, monkeypatch,
+                                                                           tmp_path):
+    """With two processes the steps of about half the pairs are priced in a forked copy: the same costs, in step
+    order (sent back at the alive candidates only), and what the copy kept in the store counted for the run (a count
+    the copy alone knows), the same as one process keeps; none where an earlier run kept the prices."""
+    monkeypatch.setattr(exchange_cost, "FORK_PAIRS", 100)
     steps = priced_steps(prepared.facts, prepared.space)
-    alive = [np.ones(len(group.candidates), dtype=bool) for group in prepared.space.free]
+    alive = _some_alive(prepared.space, 5)
     theirs = _their_share(steps, alive)
     assert 0 < len(theirs) < len(steps)
     monkeypatch.setenv(price_store.CACHE_VARIABLE, str(tmp_path / "one"))
     _forget()
     before = price_store.counts()["kept"]
-    alone = step_prices(steps, alive, copies=1)
+    alone = step_prices(steps, alive, processes=1)
     kept_alone = price_store.counts()["kept"] - before
     before = price_store.counts()
     assert not _their_share(steps, alive)  # priced by an earlier run: read here, faster than a copy answers
@@ -79,12 +92,31 @@ def test_two_copies_price_what_one_does_a_forked_copy_pricing_about_half(prepare
     copied, add_counts = [], price_store.add_counts
     monkeypatch.setattr(price_store, "add_counts", lambda counted: (copied.append(counted), add_counts(counted)))
     before = price_store.counts()["kept"]
-    two = step_prices(steps, alive, copies=2)
+    two = step_prices(steps, alive, processes=2)
     kept_two = price_store.counts()["kept"] - before
     _forget()
     assert _same_prices(two, alone)
     assert len(copied) == 1 and 0 < copied[0]["kept"] < kept_alone  # the copy's part, counted once
-    assert kept_two >= kept_alone  # (a pair two steps share may be priced in both)
+    assert kept_two == kept_alone  # steps that price alike priced in one process, once
+
+
+def test_a_copy_that_dies_leaves_its_steps_priced_here_counted_once(prepared, forks_allowed, monkeypatch, tmp_path):
+    steps = priced_steps(prepared.facts, prepared.space)
+    alive = [np.ones(len(group.candidates), dtype=bool) for group in prepared.space.free]
+    monkeypatch.setenv(price_store.CACHE_VARIABLE, str(tmp_path / "one"))
+    _forget()
+    before = price_store.counts()
+    alone = step_prices(steps, alive, processes=1)
+    counted_alone = {name: count - before[name] for name, count in price_store.counts().items()}
+    monkeypatch.setenv(price_store.CACHE_VARIABLE, str(tmp_path / "two"))
+    _forget()
+    prices = exchange_cost._prices
+    monkeypatch.setattr(exchange_cost, "_prices", lambda *arguments: os._exit(1) if in_a_copy() else prices(*arguments))
+    before = price_store.counts()
+    two = step_prices(steps, alive, processes=2)
+    counted_two = {name: count - before[name] for name, count in price_store.counts().items()}
+    _forget()
+    assert _same_prices(two, alone) and counted_two == counted_alone
 
 
 def test_too_few_pairs_are_priced_here_alone(prepared, forks_allowed, monkeypatch):
@@ -92,12 +124,6 @@ def test_too_few_pairs_are_priced_here_alone(prepared, forks_allowed, monkeypatc
     alive = [np.zeros(len(group.candidates), dtype=bool) for group in prepared.space.free]
     for mask in alive:
         mask[0] = True
-    asked, real = [], exchange_cost.Forked
-
-    def forked(*arguments, fork):
-        asked.append(fork)
-        return real(*arguments, fork=fork)
-
-    monkeypatch.setattr(exchange_cost, "Forked", forked)
-    assert _same_prices(step_prices(steps, alive, copies=2), step_prices(steps, alive, copies=1))
-    assert asked == [False, False]
+    alone = step_prices(steps, alive, processes=1)
+    monkeypatch.setattr(exchange_cost, "Forked", None)  # no copy is even asked for
+    assert _same_prices(step_prices(steps, alive, processes=2), alone)

@@ -28,8 +28,13 @@ class NeedsTwo(Exception):
 
 
 def test_forks_are_off_until_allowed():
+    assert not forked.forks_allowed()
     with Forked(os.getpid) as call:
         assert not call.forked and call.result() == os.getpid()
+
+
+def test_a_caller_can_ask_whether_forks_are_allowed(forks_allowed):
+    assert forked.forks_allowed()
 
 
 def test_a_copys_result_is_the_calls(forks_allowed):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 
@@ -14,6 +15,7 @@ from ipuplan.replan import pipeline
 from ipuplan.replan.options import OptimizeOptions
 from ipuplan.replan.pipeline import BudgetConflict, optimize
 from ipuplan.replan.size import run_size
+from ipuplan.solvers import cpsat
 
 TIGHT = {"scope": "kernels", "budget": 200_000, "interleaved_budget": 72_831}
 """No layout of the kernels scope meets these budgets (tests/test_objectives.py)."""
@@ -89,6 +91,33 @@ def test_the_exact_exchange_stage_can_be_left_out(reference_plan, monkeypatch):
                for detail in heard)
     always = optimize(reference_plan, workers=1, scope="storage", exact_exchange="always")
     assert always.exact and always.solution_fingerprint == exact.solution_fingerprint
+
+
+def test_the_peak_phase_leaves_the_proxys_ties_to_an_exact_stage_that_follows(reference_plan, monkeypatch):
+    """Where the exact stage will price the candidates (auto, no more of them than it prices), the peak phase ends at
+    its proven peak and only the exact solve minimises the exchange, the written plan's own: nothing is said left;
+    where it will not (never, or auto past EXACT_AUTO_CANDIDATES), the peak phase minimises the proxy; where it was to
+    but is left out after all, the note says so."""
+    solved = []
+    run_phases = cpsat.run_phases
+
+    def spy(choices, ordered, settings, *rest, **options):
+        solved.append((settings.objective.value, [phase.name for phase in ordered]))
+        return run_phases(choices, ordered, settings, *rest, **options)
+
+    monkeypatch.setattr(cpsat, "run_phases", spy)
+    exact = optimize(reference_plan, workers=1)
+    assert exact.exact and solved == [("fit", ["exchange"])]
+    assert not exact.solve.ties_left and not exact.note
+    for options in ({"exact_exchange": "never"}, {"exact_exchange": "auto", "scope": "storage"}):
+        solved.clear()
+        with monkeypatch.context() as patched:
+            patched.setattr(pipeline, "EXACT_AUTO_CANDIDATES", 10)
+            proxy = optimize(reference_plan, workers=1, **options)
+        assert not proxy.exact and solved[0] == ("peak", ["exchange"]) and not proxy.solve.ties_left
+    monkeypatch.setattr(pipeline, "EXACT_MIN_SECONDS", 1e9)  # the exact stage finds no time left after all: said
+    late = optimize(reference_plan, workers=2)
+    assert not late.exact and late.solve.ties_left and late.note == pipeline.TIES_LEFT_TO_EXACT
 
 
 def test_fit_judges_the_input_by_the_exchange_the_choice_was_made_by():
@@ -195,3 +224,18 @@ def test_a_run_forks_its_checks_from_5000_values_with_two_workers_on_two_cores(m
     assert pipeline.forks(size, OptimizeOptions(workers=workers)) == forked
     assert pipeline.forks(size, OptimizeOptions()) == (values >= 5_000 and cores > 1)  # the default: every core
     assert not pipeline.forks(replace(size, bytes=1 << 60), OptimizeOptions(workers=workers))
+
+
+@pytest.mark.parametrize(("allowed", "workers", "cores", "processes"), [
+    (True, 2, 2, 2), (True, 1, 2, 1), (True, 2, 1, 1), (False, 2, 2, 1)])
+def test_the_exact_exchange_is_priced_in_two_processes_where_forks_and_two_cores_are(monkeypatch, allowed, workers,
+                                                                                     cores, processes):
+    """Whatever the plan's size (its pairs decide, `exchange_cost.FORK_PAIRS`): forks allowed (the program, not the
+    library), two workers and two cores, and a copy that fits."""
+    monkeypatch.setattr(pipeline, "usable_cores", lambda: cores)
+    monkeypatch.setattr(pipeline, "forks_allowed", lambda: allowed)
+    size = pipeline.RunSize(values=176, steps=1, live=1, tiles=1472, bytes=1 << 20)
+    options = OptimizeOptions(workers=workers)
+    assert pipeline.pricing_processes(SimpleNamespace(size=size, options=options)) == processes
+    assert pipeline.pricing_processes(SimpleNamespace(size=None, options=options)) == 1
+    assert pipeline.pricing_processes(SimpleNamespace(size=replace(size, bytes=1 << 60), options=options)) == 1

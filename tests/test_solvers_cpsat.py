@@ -67,6 +67,15 @@ def test_past_proxy_ties_entries_a_proven_peak_ends_the_solve(monkeypatch):
     assert result.constructed and result.ties_left and result.exchange_bytes == 10
 
 
+def test_without_proxy_ties_a_proven_peak_ends_the_solve(monkeypatch):
+    # `costly` as it is: the exact exchange stage follows (`proxy_ties` off), so the start is the answer
+    costly = problem(EASY.rows, (2, 2), exchange=((0, 5), (0, 5)))
+    monkeypatch.setattr(cpsat, "build_model", lambda *a, **k: pytest.fail("CP-SAT must not be built"))
+    result = cpsat.solve(costly, SolverSettings(time_limit=5, workers=1, deterministic=True, proxy_ties=False))
+    assert (result.status, result.choice, result.peak, result.bound) == (SolveStatus.OPTIMAL, (1, 1), 80, 80)
+    assert result.constructed and result.ties_left and result.exchange_bytes == 10
+
+
 def test_a_solved_model_reports_its_size():
     # BUDGETED's input breaks a budget, so the model is built: a boolean per candidate and the peak; before
     # reduction every candidate of both terms under the peak and the three budgets

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ipuplan.plan.forked import in_a_copy
 from ipuplan.plan.layout import Layout, format_layout
 
 try:
@@ -113,7 +114,7 @@ class PriceStore:
         self._db.execute(f"PRAGMA journal_size_limit={8 << 20}")
         self._db.execute("CREATE TABLE IF NOT EXISTS prices (step INTEGER, source INTEGER, result INTEGER, "
                          "bytes INTEGER NOT NULL, PRIMARY KEY (step, source, result)) WITHOUT ROWID")
-        if self._bytes() > MAX_STORE_BYTES:
+        if self._bytes() > MAX_STORE_BYTES and not in_a_copy():  # a forked copy leaves it to the run it serves
             self._emptied()
 
     def _bytes(self) -> int:

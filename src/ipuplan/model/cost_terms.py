@@ -32,10 +32,10 @@ def proxy_exchange(space: CandidateSpace) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(costs.tolist()) for costs in total)
 
 
-def exact_pricing(facts: PlanFacts, space: CandidateSpace, alive: list[np.ndarray], copies: int = 1) -> Pricing:
-    """Every term's exact costs over the space's candidates, the `alive` ones priced (in `copies` processes where a
-    term can)."""
+def exact_pricing(facts: PlanFacts, space: CandidateSpace, alive: list[np.ndarray], processes: int = 1) -> Pricing:
+    """Every term's exact costs over the space's candidates, the `alive` ones priced (in `processes` where a term
+    can, `CostTerm.parallel`)."""
     pricing = Pricing.zero(tuple(len(group.candidates) for group in space.free))
     for term in COST_TERMS.values():
-        term.exact(facts, space, alive, pricing, **({"copies": copies} if term.copies else {}))
+        term.exact(facts, space, alive, pricing, **({"processes": processes} if term.parallel else {}))
     return pricing

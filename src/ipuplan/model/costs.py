@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ipuplan.facts.plan_facts import PlanFacts
 from ipuplan.model.problem import FORBIDDEN, Edge, Problem
 from ipuplan.space.types import CandidateSpace
 
@@ -68,9 +67,10 @@ class Pricing:
 ProxyPrice = Callable[[CandidateSpace], list[np.ndarray]]
 """Per free group of the space, a cost per candidate."""
 
-ExactPrice = Callable[[PlanFacts, CandidateSpace, list[np.ndarray], Pricing], None]
-"""Adds the term's costs to the pricing; only the `alive` candidates (per group, a mask) need a right price, the
-others are forbidden whatever they cost."""
+ExactPrice = Callable[..., None]
+"""`(facts, space, alive, pricing)`: adds the term's costs to the pricing; only the `alive` candidates (per group, a
+mask) need a right price, the others are forbidden whatever they cost. A `CostTerm.parallel` term's also takes
+`processes=`, how many it may price in."""
 
 
 @dataclass(frozen=True)
@@ -80,5 +80,5 @@ class CostTerm:
     name: str
     proxy: ProxyPrice
     exact: ExactPrice
-    copies: bool = False
-    """Whether `exact` takes `copies`, the processes it may price in (`model.exchange_cost.step_prices`)."""
+    parallel: bool = False
+    """Whether `exact` takes `processes`: how many it may price in (`model.exchange_cost.step_prices`)."""

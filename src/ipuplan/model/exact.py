@@ -49,10 +49,10 @@ def _within(problem: Problem, alive: list[np.ndarray]) -> Problem:
 
 
 def exact_problem(facts: PlanFacts, space: CandidateSpace, problem: Problem,
-                  alive: list[np.ndarray] | None = None, copies: int = 1) -> ExactProblem:
+                  alive: list[np.ndarray] | None = None, processes: int = 1) -> ExactProblem:
     """`problem` (of `space`) with the exact costs of every term (edges between the same two groups summed), the
-    candidates not `alive` (default: all alive) forbidden; priced in `copies` processes where a term can."""
+    candidates not `alive` (default: all alive) forbidden; priced in `processes` where a term can."""
     alive = alive if alive is not None else [np.ones(n, dtype=bool) for n in problem.candidate_counts]
-    pricing = exact_pricing(facts, space, alive, copies)
+    pricing = exact_pricing(facts, space, alive, processes)
     strict, priced = (ledger.problem(problem, alive) for ledger in (pricing.strict, pricing.priced))
     return ExactProblem(strict, pricing.constant, priced)

@@ -161,11 +161,11 @@ def proxy_costs(space: CandidateSpace) -> list[np.ndarray]:
 
 
 def exact_costs(facts: PlanFacts, space: CandidateSpace, alive: list[np.ndarray], pricing: Pricing,
-                copies: int = 1) -> None:
+                processes: int = 1) -> None:
     """Every priced step's bytes per pair of the `alive` candidates (a view pair whose readings differ forbidden in
-    `strict`), and the bytes of the copies scope `program` inserts; in `copies` processes (`step_prices`)."""
+    `strict`), and the bytes of the copies scope `program` inserts; in up to two `processes` (`step_prices`)."""
     steps = priced_steps(facts, space)
-    for step, (cost, differ) in zip(steps, step_prices(steps, alive, copies)):
+    for step, (cost, differ) in zip(steps, step_prices(steps, alive, processes)):
         pricing.add(step.source_group, step.result_group, cost, differ)
     for g, group in enumerate(space.free):
         if group.kind == gather.KIND:
@@ -173,7 +173,7 @@ def exact_costs(facts: PlanFacts, space: CandidateSpace, alive: list[np.ndarray]
 
 
 FORK_PAIRS = 2_000
-"""Pairs of alive candidates from which, given two `copies`, about half of them are priced in a forked copy of the
+"""Pairs of alive candidates from which, given two `processes`, about half of them are priced in a forked copy of the
 process: on the reference plan, pricing its 827 candidates alive at the peak cold is the run's longest stage, and a
 fork costs about 0.01 s."""
 
@@ -181,71 +181,107 @@ Prices = list[tuple[np.ndarray, np.ndarray | None]]
 """Per step, its `step_costs` and where its readings differ (None: both sides frozen)."""
 
 
-def step_prices(steps: list[PricedStep], alive: list[np.ndarray], copies: int = 1) -> Prices:
-    """Each step's costs and readings that differ, the same in any number of `copies`: with two and FORK_PAIRS pairs
-    or more, the steps of about half the pairs are priced in a forked copy meanwhile (`plan.forked`: made here where
-    no fork is allowed); steps that price alike go to the same process, which prices them once."""
-    theirs = _their_share(steps, alive) if copies > 1 else set()
-    with Forked(_prices_counted, [steps[k] for k in sorted(theirs)], alive, fork=bool(theirs)) as copy:
-        mine = iter(_prices([step for k, step in enumerate(steps) if k not in theirs], alive))
-        found, counted, pid = copy.result()
+def step_prices(steps: list[PricedStep], alive: list[np.ndarray], processes: int = 1) -> Prices:
+    """Each step's costs and readings that differ, the same in one process or two: with two, FORK_PAIRS pairs or
+    more and prices not kept by an earlier run, the steps of about half the pairs are priced in a forked copy
+    meanwhile (`plan.forked`; made here where the copy cannot answer)."""
+    theirs = _their_share(steps, alive) if processes > 1 else []
+    if not theirs:
+        return _prices(steps, alive)
+    with Forked(_packed_prices, [steps[k] for k in theirs], alive) as copy:
+        mine = iter(_prices([step for k, step in enumerate(steps) if k not in set(theirs)], alive))
+        packed, counted, pid = copy.result()
     if pid != os.getpid():  # priced in the copy: what it read from the store and kept there counts for the run
         price_store.add_counts(counted)
-    found = iter(found)
-    return [next(found) if k in theirs else next(mine) for k in range(len(steps))]
+    copied = dict(zip(theirs, packed))
+    return [_unpacked(step, alive, copied[k]) if k in copied else next(mine) for k, step in enumerate(steps)]
 
 
-def _their_share(steps: list[PricedStep], alive: list[np.ndarray]) -> set[int]:
-    """The steps a forked copy prices: of the steps' pricings (steps alike are one), the greatest first to whichever
-    process has fewer pairs so far (a view's twice: both readings); none below FORK_PAIRS pairs, or where the store
-    keeps the prices already (`_kept_before`)."""
-    work: dict[tuple, list[int]] = {}
-    pairs: dict[tuple, int] = {}
-    for k, step in enumerate(steps):
-        sources, results = (_alive_sides(sides, group, alive) for sides, group in
-                            ((step.sources, step.source_group), (step.results, step.result_group)))
-        key = (step.operation.text, step.element_size, step.kind == "one group", sources, results)
-        work.setdefault(key, []).append(k)
-        readings = 2 if step.operation.has_view and step.kind != "frozen" else 1  # `readings_differ` prices INNER too
-        pairs[key] = readings * (len(sources) if step.kind == "one group" else len(sources) * len(results))
-    if sum(pairs.values()) < FORK_PAIRS or _kept_before(steps, alive, [work[key][0] for key in pairs]):
-        return set()
-    shares, theirs = [0, 0], set()
-    for key in sorted(pairs, key=lambda key: (-pairs[key], work[key][0])):
+def _their_share(steps: list[PricedStep], alive: list[np.ndarray]) -> list[int]:
+    """The steps a forked copy prices, in order: of the groups of steps that may share a price (`_sharing`, each
+    priced in one process, as one process prices it), the greatest first to whichever process has fewer pairs so far
+    (a pricing of steps whose alive sides place alike counted once, `_pricing`); none below FORK_PAIRS pairs, or where
+    the store keeps the prices already (`_kept_before`)."""
+    pricings = [_pricing(step, alive) for step in steps]
+    groups = _sharing(steps, alive)
+    work = [sum(dict(pricings[k] for k in group).values()) for group in groups]
+    greatest = sorted(range(len(groups)), key=lambda g: (-work[g], groups[g][0]))
+    if sum(work) < FORK_PAIRS or _kept_before(steps, alive, [k for g in greatest for k in groups[g]]):
+        return []
+    shares, theirs = [0, 0], []
+    for g in greatest:
         lighter = int(shares[1] < shares[0])
-        shares[lighter] += pairs[key]
+        shares[lighter] += work[g]
         if lighter:
-            theirs.update(work[key])
-    return theirs
+            theirs += groups[g]
+    return sorted(theirs)
+
+
+def _pricing(step: PricedStep, alive: list[np.ndarray]) -> tuple[tuple, int]:
+    """What a step's pricing is cached by (steps with one key are priced once), and its pairs (a view's twice:
+    `readings_differ` prices the INNER reading too)."""
+    sources, results = (_alive_placements(sides, group, alive) for sides, group in
+                        ((step.sources, step.source_group), (step.results, step.result_group)))
+    readings = 2 if step.operation.has_view and step.kind != "frozen" else 1
+    pairs = len(sources) if step.kind == "one group" else len(sources) * len(results)
+    return (step.operation.text, step.element_size, step.kind == "one group", sources, results), readings * pairs
+
+
+def _sharing(steps: list[PricedStep], alive: list[np.ndarray]) -> list[list[int]]:
+    """The steps in groups none of which can share a kept price with another (`price_store.step_key`: the operation,
+    the element size and the shapes of a pair of alive sides), each group in order."""
+    root = list(range(len(steps)))
+
+    def found(k: int) -> int:
+        while root[k] != k:
+            root[k] = k = root[root[k]]
+        return k
+
+    first: dict[tuple, int] = {}
+    for k, step in enumerate(steps):
+        source_alive, result_alive = _alive_masks(step, alive)
+        for source_shape in _by_shape(step.sources, source_alive):
+            for result_shape in _by_shape(step.results, result_alive):
+                token = (step.operation.text, step.element_size, source_shape, result_shape)
+                root[found(k)] = found(first.setdefault(token, k))
+    groups: dict[int, list[int]] = {}
+    for k in range(len(steps)):
+        groups.setdefault(found(k), []).append(k)
+    return list(groups.values())
+
+
+def _alive_placements(sides: tuple[Side, ...], group: int | None, alive: list[np.ndarray]) -> frozenset:
+    """The (shape, `pair_exchange.placement_key`) of a step side's alive candidates."""
+    kept = sides if group is None else (side for side, keep in zip(sides, alive[group].tolist()) if keep)
+    return frozenset((shape, pair_exchange.placement_key(layout)) for shape, layout in kept)
 
 
 def _kept_before(steps: list[PricedStep], alive: list[np.ndarray], firsts: list[int]) -> bool:
-    """Whether the price store keeps every price of the greatest pricing of two sides among `firsts` (a plan priced
-    by an earlier run: its prices are read faster than a copy is forked and answers)."""
-    sizes = {k: len(steps[k].sources) * len(steps[k].results) for k in firsts if steps[k].kind in ("two groups",
-                                                                                                  "one free")}
-    if not sizes:
+    """Whether the price store keeps every price of the first pricing of two sides among `firsts` (the greatest, of a
+    plan priced by an earlier run: its prices are read faster than a copy is forked and answers)."""
+    step = next((steps[k] for k in firsts if steps[k].kind in ("two groups", "one free")), None)
+    if step is None or price_store.opened() is None:
         return False
-    step = steps[max(sizes, key=lambda k: (sizes[k], -k))]
-    source_alive, result_alive = (np.ones(1, dtype=bool) if g is None else alive[g]
-                                  for g in (step.source_group, step.result_group))
-    return all(pair_exchange.pairs_kept(step.operation, source_shape, result_shape, step.element_size,
-                                        tuple(step.sources[i][1] for i in rows),
-                                        tuple(step.results[j][1] for j in columns))
-               for source_shape, rows in _by_shape(step.sources, source_alive).items()
-               for result_shape, columns in _by_shape(step.results, result_alive).items())
+    source_alive, result_alive = _alive_masks(step, alive)
+    blocks = [(source_shape, rows, result_shape, columns)
+              for source_shape, rows in _by_shape(step.sources, source_alive).items()
+              for result_shape, columns in _by_shape(step.results, result_alive).items()]
+    return bool(blocks) and all(
+        pair_exchange.pairs_kept(step.operation, source_shape, result_shape, step.element_size,
+                                 tuple(step.sources[i][1] for i in rows), tuple(step.results[j][1] for j in columns))
+        for source_shape, rows, result_shape, columns in blocks)
 
 
-def _alive_sides(sides: tuple[Side, ...], group: int | None, alive: list[np.ndarray]) -> tuple[Side, ...]:
-    return sides if group is None else tuple(side for side, keep in zip(sides, alive[group].tolist()) if keep)
+def _alive_masks(step: PricedStep, alive: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Which of the step's sources and results are alive (a frozen side's one)."""
+    everywhere = np.ones(1, dtype=bool)
+    return tuple(everywhere if g is None else alive[g] for g in (step.source_group, step.result_group))
 
 
 def _prices(steps: list[PricedStep], alive: list[np.ndarray]) -> Prices:
-    everywhere = np.ones(1, dtype=bool)
     found = []
     for step in steps:
-        a, b = step.source_group, step.result_group
-        source_alive, result_alive = everywhere if a is None else alive[a], everywhere if b is None else alive[b]
+        source_alive, result_alive = _alive_masks(step, alive)
         cost = step_costs(step, source_alive, result_alive)
         # both sides frozen: as the input writes them, whose readings are the compiler's own
         differ = None if step.kind == "frozen" else readings_differ(step, source_alive, result_alive, cost)
@@ -253,11 +289,34 @@ def _prices(steps: list[PricedStep], alive: list[np.ndarray]) -> Prices:
     return found
 
 
-def _prices_counted(steps: list[PricedStep], alive: list[np.ndarray]) -> tuple[Prices, dict[str, int], int]:
-    """`_prices`, with the prices read from the store and kept in it meanwhile, and the process that priced them."""
+def _packed_prices(steps: list[PricedStep], alive: list[np.ndarray]) -> tuple[Prices, dict[str, int], int]:
+    """`_prices` at the alive candidates only (what a copy sends back: every other entry is 0, or False), with the
+    prices read from the store and kept in it meanwhile, and the process that priced them."""
     before = price_store.counts()
-    found = _prices(steps, alive)
-    return found, {name: count - before[name] for name, count in price_store.counts().items()}, os.getpid()
+    packed = [tuple(None if found is None else found[_alive_at(step, alive)] for found in prices)
+              for step, prices in zip(steps, _prices(steps, alive))]
+    return packed, {name: count - before[name] for name, count in price_store.counts().items()}, os.getpid()
 
 
-TERM = CostTerm("exchange", proxy_costs, exact_costs, copies=True)
+def _unpacked(step: PricedStep, alive: list[np.ndarray], packed: tuple) -> tuple[np.ndarray, np.ndarray | None]:
+    """A step's prices from `_packed_prices`' at its alive candidates."""
+    shape = (len(step.sources),) if step.kind == "one group" else (len(step.sources), len(step.results))
+    found = []
+    for kind, part in zip((np.int64, bool), packed):
+        if part is not None:
+            whole = np.zeros(shape, dtype=kind)
+            whole[_alive_at(step, alive)] = part
+            part = whole
+        found.append(part)
+    return found[0], found[1]
+
+
+def _alive_at(step: PricedStep, alive: list[np.ndarray]) -> tuple:
+    """Where a step's prices (shaped as `step_costs`) are its alive candidates'."""
+    source_alive, result_alive = _alive_masks(step, alive)
+    if step.kind == "one group":
+        return (np.flatnonzero(source_alive),)
+    return np.ix_(np.flatnonzero(source_alive), np.flatnonzero(result_alive))
+
+
+TERM = CostTerm("exchange", proxy_costs, exact_costs, parallel=True)

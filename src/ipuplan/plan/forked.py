@@ -41,6 +41,11 @@ def allow_forks(allowed: bool = True) -> None:
     _allowed["forks"] = allowed
 
 
+def forks_allowed() -> bool:
+    """Whether `Forked` may fork now (`allow_forks`), for a caller that would prepare work for a copy."""
+    return _allowed["forks"]
+
+
 def in_a_copy() -> bool:
     """Whether this process is a `Forked` copy: a call may do more there, where it costs the run nothing."""
     return _here["copy"]

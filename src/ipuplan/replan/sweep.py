@@ -35,6 +35,7 @@ from ipuplan.replan.pipeline import (
     explain_run,
     own_plan,
     prepare,
+    pricing_processes,
     run_clock,
 )
 from ipuplan.replan.rewrite import rewrite
@@ -168,7 +169,7 @@ def spanned_front(prepared: Prepared, first: FrontPoint, alive: list, settings: 
     and at `max_points - 2` peaks spaced evenly between, each solved from the point below it (never worse) in an
     equal part of `settings.time_limit`; the points that are significant (`significant`). Each point's `proven` says
     whether its solve proved its exchange the least."""
-    priced = exact_problem(prepared.facts, prepared.space, prepared.problem, alive)
+    priced = exact_problem(prepared.facts, prepared.space, prepared.problem, alive, pricing_processes(prepared))
     low = _least_at(prepared, priced, first.peak, first, settings, max_points)
     high = _least_at(prepared, priced, None, low, settings, max_points)
     points = [low]
@@ -244,7 +245,7 @@ def exact_front(prepared: Prepared, walked: list[FrontPoint], settings: SolverSe
         return None
     front: list[FrontPoint] = []
     # priced once, for every candidate alive at the highest peak walked; each lower peak forbids more of them
-    priced = exact_problem(prepared.facts, prepared.space, problem, alive)
+    priced = exact_problem(prepared.facts, prepared.space, problem, alive, pricing_processes(prepared))
     for point in walked:
         began = time.perf_counter()
         point_settings = replace(settings, time_limit=part("point exchange", settings.time_limit))

@@ -569,7 +569,8 @@ def _solve_from(problem: Problem, settings: SolverSettings, progress: Progress |
             progress("constructive", problem.usage(begun.choice).peak, begun.bound, elapsed)
         return _constructed_result(problem, begun, settings, SolveStatus.OPTIMAL, {
             "solve_seconds": elapsed, "first_solution_seconds": elapsed}, model_size(problem))
-    if begun.peak_proven and settings.objective == Objective.PEAK and not soft and _beyond_proxy_ties(problem):
+    if (begun.peak_proven and settings.objective == Objective.PEAK and not soft
+            and (not settings.proxy_ties or _beyond_proxy_ties(problem))):
         elapsed = time.perf_counter() - started
         if progress is not None:
             progress("peak", problem.usage(begun.choice).peak, begun.bound, elapsed)

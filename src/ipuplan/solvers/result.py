@@ -41,6 +41,10 @@ class SolverSettings:
     ends_at: float | None = None
     """The run's deadline (`time.perf_counter()` seconds, `solvers.deadline.Deadline.ends_at`): no solve runs past it,
     whatever its own limit (None: each solve's limit alone)."""
+    proxy_ties: bool = True
+    """Whether a solve whose start proves its peak then minimises the model's exchange and changes at that peak (the
+    phases after the peak). False where the run's exact exchange stage follows and minimises the written plan's own
+    figures from the peak found: the start is then the answer (`SolveResult.ties_left`), as past PROXY_TIES_ENTRIES."""
     start: tuple[int, ...] | None = None
     """A choice of the problem solved, already constructed (`replan.widen.solve_space`'s): the constructive start is
     repaired from it rather than built again (a second construction took 1.4 s at 50k values). Only for that one

@@ -109,6 +109,7 @@ def test_the_peak_phase_leaves_the_proxys_ties_to_an_exact_stage_that_follows(re
     exact = optimize(reference_plan, workers=1)
     assert exact.exact and solved == [("fit", ["exchange"])]
     assert not exact.solve.ties_left and not exact.note
+    assert exact.solve.variables > 0 and exact.solve.solve_seconds > 0  # the model solved is the exact solve's
     for options in ({"exact_exchange": "never"}, {"exact_exchange": "auto", "scope": "storage"}):
         solved.clear()
         with monkeypatch.context() as patched:

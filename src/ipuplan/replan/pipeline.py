@@ -632,7 +632,13 @@ def _exact_result(exact: ExactProblem, solved: SolveResult, found: SolveResult, 
     exact_bound = None if found.exchange_bound is None else found.exchange_bound + exact.constant
     figures = {"choice": choice, "peak": problem.usage(choice).peak, "exchange_bytes": exact.exchange_of(choice),
                "changed_values": problem.changed_of(choice), "exchange_bound": exact_bound,
-               "search_units": solved.search_units + found.search_units, "ties_left": False}
+               "search_units": solved.search_units + found.search_units, "ties_left": False,
+               # the run's two solves: their seconds add up, and where the peak phase wrote no model (its start proved
+               # the peak) the model the run reports is the exact solve's
+               "build_seconds": solved.build_seconds + found.build_seconds,
+               "solve_seconds": solved.solve_seconds + found.solve_seconds}
+    if not solved.variables:
+        figures |= {"variables": found.variables, "constraints": found.constraints}
     if objective == Objective.FIT:
         return replace(solved, status=SolveStatus.OPTIMAL if proven else SolveStatus.FEASIBLE, **figures)
     optimal = solved.bound >= figures["peak"]

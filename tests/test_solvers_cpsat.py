@@ -6,10 +6,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from problems import BUDGETED, b, best_by_brute_force, problem
-from test_pairwise import PROBLEMS
+from problems import BUDGETED, b, problem
 
-from ipuplan.model.objective import Objective
 from ipuplan.model.problem import StepRow
 from ipuplan.solvers import SolverSettings, SolveStatus, cpsat
 from ipuplan.solvers.cpsat import PhaseOutcome
@@ -76,22 +74,6 @@ def test_without_proxy_ties_a_proven_peak_ends_the_solve(monkeypatch):
     result = cpsat.solve(costly, SolverSettings(time_limit=5, workers=1, deterministic=True, proxy_ties=False))
     assert (result.status, result.choice, result.peak, result.bound) == (SolveStatus.OPTIMAL, (1, 1), 80, 80)
     assert result.constructed and result.ties_left and result.exchange_bytes == 10
-
-
-def test_a_small_fit_with_edges_starts_from_the_constructive_choice_a_larger_one_searches(monkeypatch):
-    """Below SEARCHED_START_PAIRS pair costs CP-SAT proves the optimum from the constructive start, no start searched
-    (`searched_start`); from it, the start is searched. Either way the optimum of every small random problem."""
-    settings = SolverSettings(time_limit=5, workers=1, deterministic=True, objective=Objective.FIT)
-    searched, search = [], cpsat.searched_start
-    monkeypatch.setattr(cpsat, "searched_start", lambda *a, **k: searched.append(True) or search(*a, **k))
-    for pairs, searches in ((cpsat.SEARCHED_START_PAIRS, False), (0, True)):
-        monkeypatch.setattr(cpsat, "SEARCHED_START_PAIRS", pairs)
-        searched.clear()
-        for p in PROBLEMS:
-            best = best_by_brute_force(p, Objective.FIT)
-            result = cpsat.solve(p, settings)
-            assert best is None or (result.exchange_bytes, result.changed_values) == best
-        assert bool(searched) == searches
 
 
 def test_a_solved_model_reports_its_size():

@@ -402,9 +402,9 @@ def start(problem: Problem, objective: Objective, soft: bool = False, settings: 
         if on_valid is not None:
             on_valid(choice)
 
-    searched = _pairwise_fit(problem, objective, soft) and not _small_whole_model(problem)
+    pairwise_fit = _pairwise_fit(problem, objective, soft)
     given = None if settings is None else settings.start
-    built = searched_start(problem, settings, heard) if searched else construct(problem, objective, given=given)
+    built = searched_start(problem, settings, heard) if pairwise_fit else construct(problem, objective, given=given)
     better = _rank(problem, built, objective) < _rank(problem, problem.input_choice, objective)
     hint = built if better else problem.input_choice
     usage = problem.usage(hint)
@@ -428,16 +428,6 @@ beside two busy loops, and the choices they repaired cost up to 1.7x their input
 WHOLE_MODEL_PAIRS = 300_000
 """Pair booleans at most for the whole model to be built and solved after the neighbourhoods (IOPDDL B: 82k, A: 2 M;
 presolve alone outlasts a minute on the latter)."""
-
-
-SEARCHED_START_PAIRS = 20_000
-"""Pair costs from which a `fit` with edges searches its start (`searched_start`); below, where the whole model fits,
-CP-SAT proves the optimum from the constructive start (the reference plan's exact exchange, 7,488 pairs: 0.03 s, the
-Lagrangian start 0.03 s more; the smallest IOPDDL instance, B, has 82k)."""
-
-
-def _small_whole_model(problem: Problem) -> bool:
-    return _pairs(problem) <= SEARCHED_START_PAIRS and whole_model_fits(problem)
 
 
 def _pairwise_fit(problem: Problem, objective: Objective, soft: bool) -> bool:
@@ -489,12 +479,8 @@ def searched_start(problem: Problem, settings: SolverSettings | None,
 def whole_model_fits(problem: Problem) -> bool:
     """Whether the whole model is small enough to build and presolve within a time limit (WHOLE_MODEL_PAIRS,
     LARGE_MODEL_TERMS)."""
-    return _pairs(problem) <= WHOLE_MODEL_PAIRS and problem.table.occurrence_count <= LARGE_MODEL_TERMS
-
-
-def _pairs(problem: Problem) -> int:
-    """The pairs of candidates an edge prices (not forbidden)."""
-    return sum(int(np.count_nonzero(edge.costs < FORBIDDEN)) for edge in problem.edges)
+    pairs = sum(int(np.count_nonzero(edge.costs < FORBIDDEN)) for edge in problem.edges)
+    return pairs <= WHOLE_MODEL_PAIRS and problem.table.occurrence_count <= LARGE_MODEL_TERMS
 
 
 PROXY_TIES_ENTRIES = 250_000

@@ -408,9 +408,17 @@ def pair_bytes(operation: Operation, source_shape: tuple[int, ...], result_shape
 def pairs_kept(operation: Operation, source_shape: tuple[int, ...], result_shape: tuple[int, ...], element_size: int,
                sources: tuple[Layout, ...], results: tuple[Layout, ...], reading: str = OUTER) -> bool:
     """Whether the price store keeps `pair_bytes` of every pair of these layouts (a plan priced by an earlier run)."""
+    return price_store.keeps_all(*_stored_pairs(operation, source_shape, result_shape, element_size,
+                                                _placements(sources)[0], _placements(results)[0], reading))
+
+
+def _stored_pairs(operation: Operation, source_shape: tuple[int, ...], result_shape: tuple[int, ...],
+                  element_size: int, sources: tuple[Layout, ...], results: tuple[Layout, ...],
+                  reading: str) -> tuple[int, list[tuple[int, int]]]:
+    """The price store's step key of `pair_bytes` of layouts that each place differently, and its pairs' keys
+    (source-major)."""
     step = price_store.step_key(operation.text, source_shape, result_shape, element_size, reading)
-    source_keys, result_keys = (map(price_store.layout_key, _placements(side)[0]) for side in (sources, results))
-    return price_store.keeps_all(step, list(product(source_keys, result_keys)))
+    return step, list(product(map(price_store.layout_key, sources), map(price_store.layout_key, results)))
 
 
 def matched_bytes(operation: Operation, source_shape: tuple[int, ...], result_shape: tuple[int, ...],
@@ -492,7 +500,6 @@ def _distinct_pair_bytes(operation: Operation, source_shape: tuple[int, ...], re
                          reading: str) -> np.ndarray:
     """`pair_bytes` of layouts that each place differently (cached: repeated layers price the same step; and across
     runs, `price_store`): only the sources with a pair not kept are priced."""
-    step = price_store.step_key(operation.text, source_shape, result_shape, element_size, reading)
     width = len(results)
 
     def priced(missing: list[int]) -> np.ndarray:
@@ -502,7 +509,7 @@ def _distinct_pair_bytes(operation: Operation, source_shape: tuple[int, ...], re
                               tuple(sources[i] for i in rows.tolist()), results, reading)
         return whole[at, np.array(missing) % width]
 
-    keys = list(product(map(price_store.layout_key, sources), map(price_store.layout_key, results)))
+    step, keys = _stored_pairs(operation, source_shape, result_shape, element_size, sources, results, reading)
     found = price_store.kept_or_priced(step, keys, priced).reshape(len(sources), width)
     found.flags.writeable = False
     return found

@@ -189,13 +189,14 @@ def step_prices(steps: list[PricedStep], alive: list[np.ndarray], processes: int
     theirs = _their_share(steps, alive) if processes > 1 else []
     if not theirs:
         return _prices(steps, alive)
+    copied = set(theirs)
     with Forked(_packed_prices, [steps[k] for k in theirs], alive) as copy:
-        mine = iter(_prices([step for k, step in enumerate(steps) if k not in set(theirs)], alive))
+        mine = iter(_prices([step for k, step in enumerate(steps) if k not in copied], alive))
         packed, counted, pid = copy.result()
     if pid != os.getpid():  # priced in the copy: what it read from the store and kept there counts for the run
         price_store.add_counts(counted)
-    copied = dict(zip(theirs, packed))
-    return [_unpacked(step, alive, copied[k]) if k in copied else next(mine) for k, step in enumerate(steps)]
+    found = dict(zip(theirs, packed))
+    return [_unpacked(step, alive, found[k]) if k in copied else next(mine) for k, step in enumerate(steps)]
 
 
 def _their_share(steps: list[PricedStep], alive: list[np.ndarray]) -> list[int]:

@@ -329,10 +329,10 @@ def _objective_terms(problem: Problem, goal: Objective, exchange_of: Callable[[t
     return lambda choice: (problem.usage(choice).peak,)
 
 
-TIES_LEFT = ("the peak is proven; the exchange and changed values after it are the constructive plan's, not minimised "
-             "(on a model this large the solver would minimise only the model's exchange proxy)")
-TIES_LEFT_TO_EXACT = ("the peak is proven; the exchange and changed values after it are the constructive plan's, not "
-                      "minimised (the exact exchange stage that minimises them was left out)")
+_NOT_MINIMISED = ("the peak is proven; the exchange and changed values after it are the constructive plan's, not "
+                  "minimised")
+TIES_LEFT = f"{_NOT_MINIMISED} (on a model this large the solver would minimise only the model's exchange proxy)"
+TIES_LEFT_TO_EXACT = f"{_NOT_MINIMISED} (the exact exchange stage that minimises them was left out)"
 
 
 def _result_facts(prepared: Prepared, solved: SolveResult, exact: ExactProblem | None = None) -> tuple[Checking, str]:
